@@ -1,0 +1,9 @@
+//! Building blocks shared by the gpuledger services: log set-up, shutdown
+//! signals and, behind the `kafka` feature, the Kafka client settings and
+//! event delivery used by the collector and the processor. The query
+//! service uses this crate without Kafka.
+
+#[cfg(feature = "kafka")]
+pub mod kafka;
+pub mod log;
+pub mod shutdown;

@@ -1,0 +1,390 @@
+//! The Kafka wire format (DESIGN §2): the value is Avro single-object
+//! encoding — marker `C3 01`, the 8-byte little-endian CRC-64-AVRO
+//! fingerprint of the writer's schema, then the binary datum — and each
+//! record carries CloudEvents binary-mode headers.
+//!
+//! A reader finds the writer's schema by fingerprint among every released
+//! schema version, then resolves the datum to the current schema of that
+//! event type, so writers may add optional fields before readers know them.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use apache_avro::Schema;
+use apache_avro::rabin::Rabin;
+use apache_avro::reader::datum::GenericDatumReader;
+use apache_avro::types::Value;
+use apache_avro::writer::datum::GenericDatumWriter;
+
+use crate::avro::Fields;
+use crate::error::{Error, Result, display_id};
+use crate::events::{Envelope, Event, EventBody, EventType};
+
+/// The two bytes that open every single-object encoded message.
+pub const SINGLE_OBJECT_MARKER: [u8; 2] = [0xC3, 0x01];
+
+/// Header bytes before the datum: marker plus fingerprint.
+pub const HEADER_LEN: usize = 10;
+
+/// A CRC-64-AVRO schema fingerprint, in wire (little-endian) byte order.
+pub type Fingerprint = [u8; 8];
+
+/// Every released schema, by event type and version (`schemas/avro/vN/`).
+/// Appending a version here is how a schema evolves; nothing is ever removed.
+const RELEASED: &[(EventType, u32, &str)] = &[
+    (
+        EventType::NodeInventory,
+        1,
+        include_str!("../avro/v1/NodeInventory.avsc"),
+    ),
+    (
+        EventType::DeviceHealth,
+        1,
+        include_str!("../avro/v1/DeviceHealth.avsc"),
+    ),
+    (
+        EventType::MigAssignment,
+        1,
+        include_str!("../avro/v1/MigAssignment.avsc"),
+    ),
+    (
+        EventType::JobEvent,
+        1,
+        include_str!("../avro/v1/JobEvent.avsc"),
+    ),
+    (
+        EventType::AdmissionRequest,
+        1,
+        include_str!("../avro/v1/AdmissionRequest.avsc"),
+    ),
+    (
+        EventType::ReservationRequest,
+        1,
+        include_str!("../avro/v1/ReservationRequest.avsc"),
+    ),
+    (
+        EventType::ReservationCancel,
+        1,
+        include_str!("../avro/v1/ReservationCancel.avsc"),
+    ),
+    (
+        EventType::TenantPolicy,
+        1,
+        include_str!("../avro/v1/TenantPolicy.avsc"),
+    ),
+    (
+        EventType::PriceBook,
+        1,
+        include_str!("../avro/v1/PriceBook.avsc"),
+    ),
+    (
+        EventType::UsageRecord,
+        1,
+        include_str!("../avro/v1/UsageRecord.avsc"),
+    ),
+    (
+        EventType::UnattributedProcess,
+        1,
+        include_str!("../avro/v1/UnattributedProcess.avsc"),
+    ),
+    (EventType::Clock, 1, include_str!("../avro/v1/Clock.avsc")),
+    (
+        EventType::GpuSample,
+        1,
+        include_str!("../avro/v1/GpuSample.avsc"),
+    ),
+    (
+        EventType::AdmissionDecision,
+        1,
+        include_str!("../avro/v1/AdmissionDecision.avsc"),
+    ),
+    (
+        EventType::ReservationDecision,
+        1,
+        include_str!("../avro/v1/ReservationDecision.avsc"),
+    ),
+    (
+        EventType::BurstTriggered,
+        1,
+        include_str!("../avro/v1/BurstTriggered.avsc"),
+    ),
+    (
+        EventType::Reclassified,
+        1,
+        include_str!("../avro/v1/Reclassified.avsc"),
+    ),
+    (
+        EventType::QuotaViolation,
+        1,
+        include_str!("../avro/v1/QuotaViolation.avsc"),
+    ),
+    (
+        EventType::BudgetAlert,
+        1,
+        include_str!("../avro/v1/BudgetAlert.avsc"),
+    ),
+    (
+        EventType::UnmeteredUsage,
+        1,
+        include_str!("../avro/v1/UnmeteredUsage.avsc"),
+    ),
+];
+
+/// One schema version of one event type.
+#[derive(Debug)]
+struct SchemaVersion {
+    event_type: EventType,
+    version: u32,
+    schema: Schema,
+    fingerprint: Fingerprint,
+}
+
+/// The schemas a codec reads and writes.
+#[derive(Debug)]
+pub struct Codec {
+    versions: Vec<SchemaVersion>,
+    by_fingerprint: HashMap<Fingerprint, usize>,
+    /// The version each event type is written with (the newest).
+    current: HashMap<EventType, usize>,
+}
+
+static BUILTIN: LazyLock<Codec> = LazyLock::new(|| {
+    let mut codec = Codec::empty();
+    for (event_type, version, text) in RELEASED {
+        // The schemas are part of the build; a broken one is caught by the
+        // unit tests, so failing loudly here is a programming error only.
+        codec
+            .add_schema(*event_type, *version, text)
+            .unwrap_or_else(|e| {
+                panic!(
+                    "built-in schema {} v{version} is invalid: {e}",
+                    event_type.name()
+                )
+            });
+    }
+    codec
+});
+
+impl Codec {
+    /// The codec for every released schema.
+    pub fn builtin() -> &'static Codec {
+        &BUILTIN
+    }
+
+    fn empty() -> Self {
+        Self {
+            versions: Vec::new(),
+            by_fingerprint: HashMap::new(),
+            current: HashMap::new(),
+        }
+    }
+
+    /// A codec with the released schemas plus `extra` versions (a schema a
+    /// newer writer uses, or one under test). The highest version of each
+    /// type becomes the one this codec writes and resolves to.
+    pub fn with_versions(extra: &[(EventType, u32, &str)]) -> Result<Self, String> {
+        let mut codec = Self::empty();
+        for (event_type, version, text) in RELEASED.iter().chain(extra) {
+            codec.add_schema(*event_type, *version, text)?;
+        }
+        Ok(codec)
+    }
+
+    fn add_schema(
+        &mut self,
+        event_type: EventType,
+        version: u32,
+        text: &str,
+    ) -> Result<(), String> {
+        let schema = Schema::parse_str(text).map_err(|e| e.to_string())?;
+        let fingerprint = fingerprint(&schema);
+        let index = self.versions.len();
+        self.versions.push(SchemaVersion {
+            event_type,
+            version,
+            schema,
+            fingerprint,
+        });
+        self.by_fingerprint.insert(fingerprint, index);
+        let newer = self
+            .current
+            .get(&event_type)
+            .is_none_or(|&i| self.versions[i].version < version);
+        if newer {
+            self.current.insert(event_type, index);
+        }
+        Ok(())
+    }
+
+    /// The schema this codec writes `event_type` with.
+    pub fn schema(&self, event_type: EventType) -> &Schema {
+        &self.versions[self.current[&event_type]].schema
+    }
+
+    /// The fingerprint this codec writes `event_type` with.
+    pub fn fingerprint(&self, event_type: EventType) -> Fingerprint {
+        self.versions[self.current[&event_type]].fingerprint
+    }
+
+    /// Encodes an event as an Avro single-object message.
+    pub fn encode(&self, event: &Event) -> Result<Vec<u8>> {
+        let event_type = event.event_type();
+        let version = &self.versions[self.current[&event_type]];
+        let encode_error = |message: String| Error::Encode {
+            event_type: event_type.name(),
+            event_id: display_id(&event.envelope.event_id),
+            message,
+        };
+        let writer = GenericDatumWriter::builder(&version.schema)
+            .build()
+            .map_err(|e| encode_error(e.to_string()))?;
+        let datum = writer
+            .write_value_to_vec(to_avro_value(event))
+            .map_err(|e| encode_error(e.to_string()))?;
+        let mut out = Vec::with_capacity(HEADER_LEN + datum.len());
+        out.extend_from_slice(&SINGLE_OBJECT_MARKER);
+        out.extend_from_slice(&version.fingerprint);
+        out.extend_from_slice(&datum);
+        Ok(out)
+    }
+
+    /// Decodes an Avro single-object message written with any known schema
+    /// version. Never panics, whatever the bytes.
+    pub fn decode(&self, bytes: &[u8]) -> Result<Event> {
+        if bytes.len() < HEADER_LEN {
+            return Err(Error::TooShort { len: bytes.len() });
+        }
+        if bytes[..2] != SINGLE_OBJECT_MARKER {
+            return Err(Error::BadMarker {
+                found: [bytes[0], bytes[1]],
+            });
+        }
+        let mut fp = [0u8; 8];
+        fp.copy_from_slice(&bytes[2..HEADER_LEN]);
+        let writer = self
+            .by_fingerprint
+            .get(&fp)
+            .map(|&i| &self.versions[i])
+            .ok_or_else(|| Error::UnknownSchema {
+                fingerprint: hex(&fp),
+            })?;
+        let event_type = writer.event_type;
+        let reader = &self.versions[self.current[&event_type]];
+        let datum_error = |message: String| Error::Datum {
+            event_type: event_type.name(),
+            message,
+        };
+
+        let mut builder_reader = None;
+        if reader.fingerprint != writer.fingerprint {
+            builder_reader = Some(&reader.schema);
+        }
+        let datum_reader = GenericDatumReader::builder(&writer.schema)
+            .maybe_reader_schema(builder_reader)
+            .build()
+            .map_err(|e| datum_error(e.to_string()))?;
+        let mut input = ExactInput {
+            rest: &bytes[HEADER_LEN..],
+            overran: false,
+        };
+        let value = datum_reader
+            .read_value(&mut input)
+            .map_err(|e| datum_error(e.to_string()))?;
+        if input.overran {
+            return Err(datum_error(
+                "the message ends before the record does (truncated)".to_owned(),
+            ));
+        }
+        if !input.rest.is_empty() {
+            return Err(datum_error(format!(
+                "{} bytes left over after the record",
+                input.rest.len()
+            )));
+        }
+        from_avro_value(event_type, value)
+    }
+}
+
+/// The datum bytes, noting any attempt to read past their end. The Avro
+/// library reads a union index that hits the end of input as `null`, so a
+/// message cut just before trailing optional fields would otherwise decode
+/// with those fields silently dropped.
+struct ExactInput<'a> {
+    rest: &'a [u8],
+    overran: bool,
+}
+
+impl std::io::Read for ExactInput<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.rest.is_empty() && !buf.is_empty() {
+            self.overran = true;
+        }
+        self.rest.read(buf)
+    }
+}
+
+/// The CRC-64-AVRO fingerprint of a schema's parsing canonical form.
+pub fn fingerprint(schema: &Schema) -> Fingerprint {
+    let bytes = schema.fingerprint::<Rabin>().bytes;
+    let mut fp = [0u8; 8];
+    fp.copy_from_slice(&bytes[..8]);
+    fp
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn to_avro_value(event: &Event) -> Value {
+    let env = &event.envelope;
+    let mut fields = Vec::with_capacity(24);
+    fields.push(("event_id".to_owned(), Value::String(env.event_id.clone())));
+    fields.push((
+        "event_time".to_owned(),
+        Value::TimestampMicros(env.event_time.as_micros()),
+    ));
+    fields.push(("source".to_owned(), Value::String(env.source.clone())));
+    fields.push(("cluster".to_owned(), Value::String(env.cluster.clone())));
+    event.body.write_avro_fields(&mut fields);
+    Value::Record(fields)
+}
+
+fn from_avro_value(event_type: EventType, value: Value) -> Result<Event> {
+    let unknown_id = String::new();
+    let field_error = |event_id: &str, e: crate::avro::FieldError| {
+        Error::field(event_type, event_id, e.field, e.message)
+    };
+    let mut fields = Fields::from_value(value).map_err(|e| field_error(&unknown_id, e))?;
+    let event_id: String = fields
+        .take("event_id")
+        .map_err(|e| field_error(&unknown_id, e))?;
+    let envelope = (|| {
+        Ok(Envelope {
+            event_time: fields.take("event_time")?,
+            source: fields.take("source")?,
+            cluster: fields.take("cluster")?,
+            event_id: event_id.clone(),
+        })
+    })()
+    .map_err(|e| field_error(&event_id, e))?;
+    let body = EventBody::read_avro_fields(event_type, &mut fields)
+        .map_err(|e| field_error(&event_id, e))?;
+    Ok(Event { envelope, body })
+}
+
+/// CloudEvents Kafka binary-mode headers for an event: `ce_specversion`,
+/// `ce_id`, `ce_type` (`gpuledger.<Type>`), `ce_source`, `ce_time`, and
+/// `content-type`.
+pub fn cloud_event_headers(event: &Event) -> [(&'static str, String); 6] {
+    [
+        ("ce_specversion", "1.0".to_owned()),
+        ("ce_id", event.envelope.event_id.clone()),
+        (
+            "ce_type",
+            format!("gpuledger.{}", event.event_type().name()),
+        ),
+        ("ce_source", event.envelope.source.clone()),
+        ("ce_time", event.envelope.event_time.to_string()),
+        ("content-type", "application/avro".to_owned()),
+    ]
+}
