@@ -20,7 +20,12 @@ pub struct LogArgs {
     pub filter: String,
 
     /// Log line format.
-    #[arg(long = "log-format", env = "GPULEDGER_LOG_FORMAT", value_enum, default_value = "text")]
+    #[arg(
+        long = "log-format",
+        env = "GPULEDGER_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
     pub format: LogFormat,
 }
 
@@ -29,7 +34,9 @@ impl LogArgs {
     /// free for command output. Calling it twice is harmless.
     pub fn init(&self) {
         let filter = EnvFilter::try_new(&self.filter).unwrap_or_else(|_| EnvFilter::new("info"));
-        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr);
         let _ = match self.format {
             LogFormat::Text => builder.try_init(),
             LogFormat::Json => builder.json().try_init(),

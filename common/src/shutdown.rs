@@ -52,14 +52,16 @@ impl ShutdownTrigger {
             let ctrl_c = tokio::signal::ctrl_c();
             #[cfg(unix)]
             {
-                let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(s) => s,
-                    Err(_) => {
-                        let _ = ctrl_c.await;
-                        self.trigger();
-                        return;
-                    }
-                };
+                let mut term =
+                    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    {
+                        Ok(s) => s,
+                        Err(_) => {
+                            let _ = ctrl_c.await;
+                            self.trigger();
+                            return;
+                        }
+                    };
                 tokio::select! {
                     _ = ctrl_c => {},
                     _ = term.recv() => {},

@@ -1,1 +1,72 @@
+//! The gpuledger query service: DataFusion SQL over the Parquet history.
+//!
+//! It registers the history tables and answers SQL over HTTP. It reads
+//! history only; it never writes to it or to Kafka.
 
+pub mod catalog;
+pub mod http;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use datafusion::execution::cache::cache_manager::CacheManagerConfig;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use gpuledger_common::shutdown::Shutdown;
+
+/// What went wrong in the query service.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Setting up the engine or the catalog.
+    #[error("query engine: {0}")]
+    Engine(#[from] datafusion::error::DataFusionError),
+    /// Binding or serving.
+    #[error("HTTP server: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Result with the query service's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Settings of the query service.
+#[derive(Debug, Clone)]
+pub struct QueryConfig {
+    /// Root folder of the Parquet history.
+    pub history_root: PathBuf,
+    /// Address of the HTTP API (`127.0.0.1:0` picks a free port).
+    pub listen: SocketAddr,
+}
+
+/// A session with the history tables registered.
+pub fn session(history_root: &std::path::Path) -> Result<SessionContext> {
+    let config = SessionConfig::new().with_information_schema(true);
+    // DataFusion caches a table's file listing forever by default; history
+    // grows while the service runs, so every query lists the files anew.
+    let caches = CacheManagerConfig::default().with_list_files_cache_limit(0);
+    let runtime = RuntimeEnvBuilder::new()
+        .with_cache_manager(caches)
+        .build_arc()?;
+    let ctx = SessionContext::new_with_config_rt(config, runtime);
+    catalog::register_history(&ctx, history_root)?;
+    Ok(ctx)
+}
+
+/// Binds the HTTP API and calls `on_bound` with the bound address, then
+/// serves until shutdown.
+pub async fn run(
+    config: &QueryConfig,
+    mut shutdown: Shutdown,
+    on_bound: impl FnOnce(SocketAddr),
+) -> Result<()> {
+    let ctx = session(&config.history_root)?;
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, root = %config.history_root.display(), "query service listening");
+    on_bound(addr);
+    let app = http::router(http::AppState { ctx: Arc::new(ctx) });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.wait().await })
+        .await?;
+    Ok(())
+}

@@ -1,1 +1,62 @@
-fn main() {}
+//! `gpuledger-query`: the query service's command line.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use gpuledger_common::log::LogArgs;
+use gpuledger_common::shutdown::Shutdown;
+use gpuledger_query::QueryConfig;
+
+/// SQL over the gpuledger Parquet history.
+#[derive(Debug, Parser)]
+#[command(name = "gpuledger-query", version)]
+struct Cli {
+    #[command(flatten)]
+    log: LogArgs,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the HTTP API until stopped.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// Root folder of the Parquet history.
+    #[arg(long, env = "GPULEDGER_HISTORY_ROOT", default_value = "var/history")]
+    history_root: PathBuf,
+
+    /// Address of the HTTP API; port 0 picks a free one (printed on stdout).
+    #[arg(long, env = "GPULEDGER_QUERY_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    cli.log.init();
+    let (trigger, shutdown) = Shutdown::new();
+    trigger.on_signals();
+    match cli.command {
+        Command::Serve(args) => {
+            let config = QueryConfig {
+                history_root: args.history_root,
+                listen: args.listen,
+            };
+            gpuledger_query::run(&config, shutdown, |addr| {
+                // The first stdout line is the address, for scripts and tests.
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "listening on http://{addr}");
+                let _ = out.flush();
+            })
+            .await?;
+        }
+    }
+    Ok(())
+}

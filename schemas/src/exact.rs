@@ -277,12 +277,7 @@ impl FromStr for Decimal {
             return Err(err());
         }
         let scale = u32::try_from(frac_part.len()).map_err(|_| err())?;
-        let unscaled = BigInt::from_str(
-            &format!("{int_part}{frac_part}")
-                .trim_start_matches('0')
-                .to_owned(),
-        )
-        .unwrap_or_else(|_| BigInt::zero());
+        let unscaled = BigInt::from_str(&format!("{int_part}{frac_part}")).map_err(|_| err())?;
         let unscaled = if negative { -unscaled } else { unscaled };
         Ok(Self {
             value: Rational(BigRational::new(unscaled, BigInt::from(10u32).pow(scale))),

@@ -18,6 +18,8 @@ pub mod exact;
 mod json;
 pub mod pricing;
 pub mod samples;
+#[cfg(feature = "arrow")]
+pub mod tables;
 pub mod time;
 mod validate;
 pub mod wire;

@@ -113,21 +113,20 @@ impl Event {
                         ));
                     }
                 }
-                if let Some(first) = e.devices.first() {
-                    if let Some((i, d)) = e
+                if let Some(first) = e.devices.first()
+                    && let Some((i, d)) = e
                         .devices
                         .iter()
                         .enumerate()
                         .find(|(_, d)| d.model != first.model)
-                    {
-                        return Err(c.fail(
-                            &format!("devices[{i}].model"),
-                            format!(
-                                "{:?} differs from {:?}: a pool holds one GPU model",
-                                d.model, first.model
-                            ),
-                        ));
-                    }
+                {
+                    return Err(c.fail(
+                        &format!("devices[{i}].model"),
+                        format!(
+                            "{:?} differs from {:?}: a pool holds one GPU model",
+                            d.model, first.model
+                        ),
+                    ));
                 }
             }
             EventBody::DeviceHealth(e) => {
@@ -264,13 +263,13 @@ impl Event {
             }
             EventBody::Clock(e) => {
                 c.text("pool", &e.pool)?;
-                if let Some(now) = e.now {
-                    if now != env.event_time {
-                        return Err(c.fail(
-                            "now",
-                            format!("{now} differs from event_time {}", env.event_time),
-                        ));
-                    }
+                if let Some(now) = e.now
+                    && now != env.event_time
+                {
+                    return Err(c.fail(
+                        "now",
+                        format!("{now} differs from event_time {}", env.event_time),
+                    ));
                 }
             }
             EventBody::GpuSample(e) => {

@@ -1,1 +1,248 @@
+//! Helpers for end-to-end tests: the real local broker, the real binaries
+//! as child processes (killed on drop), and HTTP calls.
+//!
+//! Tests that need the broker fail with a clear message when none answers;
+//! `make test` starts it (`deploy/local/kafka.sh start`).
 
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+
+/// The broker tests run against: `GPULEDGER_KAFKA_BOOTSTRAP`, or the local one.
+pub fn bootstrap() -> String {
+    std::env::var("GPULEDGER_KAFKA_BOOTSTRAP").unwrap_or_else(|_| {
+        let port = std::env::var("GPULEDGER_KAFKA_PORT").unwrap_or_else(|_| "9092".into());
+        format!("127.0.0.1:{port}")
+    })
+}
+
+/// Fails the test unless a broker answers a metadata request.
+pub fn require_broker() -> String {
+    let bootstrap = bootstrap();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .expect("Kafka client");
+    if let Err(e) = consumer.fetch_metadata(None, Duration::from_secs(10)) {
+        panic!(
+            "no Kafka broker answers on {bootstrap} ({e}); start one with `deploy/local/kafka.sh start` \
+             (make test does) or set GPULEDGER_KAFKA_BOOTSTRAP"
+        );
+    }
+    bootstrap
+}
+
+/// A topic prefix no other run uses, e.g. `e2e-skeleton-1234-99.`.
+pub fn unique_prefix(name: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "e2e-{name}-{}-{}.",
+        std::process::id(),
+        nanos % 1_000_000_000
+    )
+}
+
+/// Creates the four gpuledger topics under `prefix`.
+pub async fn create_topics(bootstrap: &str, prefix: &str, partitions: i32) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("Kafka admin client");
+    let names: Vec<String> = gpuledger_schemas::Topic::ALL
+        .iter()
+        .map(|t| t.name(prefix))
+        .collect();
+    let topics: Vec<NewTopic<'_>> = names
+        .iter()
+        .map(|n| NewTopic::new(n, partitions, TopicReplication::Fixed(1)))
+        .collect();
+    let results = admin
+        .create_topics(
+            &topics,
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        )
+        .await
+        .expect("create topics");
+    for result in results {
+        if let Err((topic, code)) = result {
+            panic!("could not create topic {topic}: {code}");
+        }
+    }
+    // Creation returns once the controller has the topics; wait until the
+    // broker's metadata shows every partition, as consumers will ask it.
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("Kafka client");
+    for name in &names {
+        eventually(
+            &format!("topic {name} in metadata"),
+            Duration::from_secs(30),
+            || {
+                let metadata = consumer
+                    .fetch_metadata(Some(name), Duration::from_secs(5))
+                    .ok()?;
+                let topic = metadata.topics().first()?;
+                (topic.error().is_none() && topic.partitions().len() == partitions as usize)
+                    .then_some(())
+            },
+        );
+    }
+}
+
+/// Path of a workspace binary, built by `cargo build --workspace`.
+pub fn binary(name: &str) -> PathBuf {
+    // Test executables live in <target>/<profile>/deps; binaries one up.
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(|p| p.parent()).expect("target dir");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is not built; run `cargo build --workspace` first (make test does)",
+        path.display()
+    );
+    path
+}
+
+/// A scratch folder for a test's data and logs: removed when the test
+/// passes, kept (and its path printed) when it fails.
+#[derive(Debug)]
+pub struct WorkDir(Option<tempfile::TempDir>);
+
+impl WorkDir {
+    /// A new folder named after the test.
+    pub fn new(name: &str) -> WorkDir {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("gpuledger-{name}-"))
+            .tempdir()
+            .expect("scratch folder");
+        WorkDir(Some(dir))
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &std::path::Path {
+        self.0
+            .as_ref()
+            .map(|d| d.path())
+            .expect("work dir is present until drop")
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Some(dir) = self.0.take()
+        {
+            eprintln!(
+                "kept the failed test's data and logs in {}",
+                dir.keep().display()
+            );
+        }
+    }
+}
+
+/// A running child process, killed when dropped.
+#[derive(Debug)]
+pub struct Service {
+    pub name: &'static str,
+    child: Child,
+}
+
+impl Service {
+    /// Starts `name` with `args`; stderr goes to `log`.
+    pub fn start(name: &'static str, args: &[&str], log: &std::path::Path) -> Service {
+        let log = std::fs::File::create(log).expect("log file");
+        let child = Command::new(binary(name))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("could not start {name}: {e}"));
+        Service { name, child }
+    }
+
+    /// Reads stdout lines until one starts with `prefix`; returns the rest.
+    pub fn wait_for_line(&mut self, prefix: &str, timeout: Duration) -> String {
+        let stdout = self.child.stdout.take().expect("stdout is piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let wanted = prefix.to_owned();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix(&wanted) {
+                    let _ = tx.send(rest.to_owned());
+                    return;
+                }
+            }
+        });
+        rx.recv_timeout(timeout)
+            .unwrap_or_else(|_| panic!("{} printed no line starting with {prefix:?}", self.name))
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs a binary to completion and returns its stdout; panics with its
+/// stderr if it fails.
+pub fn run_to_end(name: &str, args: &[&str]) -> String {
+    let output = Command::new(binary(name))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("could not run {name}: {e}"));
+    assert!(
+        output.status.success(),
+        "{name} failed ({}):\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// `POST /v1/sql` with JSON in and rows out.
+pub fn sql(base_url: &str, query: &str) -> Result<Vec<serde_json::Value>, String> {
+    match ureq::post(&format!("{base_url}/v1/sql")).send_json(serde_json::json!({ "sql": query })) {
+        Ok(response) => response
+            .into_json::<Vec<serde_json::Value>>()
+            .map_err(|e| e.to_string()),
+        Err(ureq::Error::Status(code, response)) => Err(format!(
+            "HTTP {code}: {}",
+            response.into_string().unwrap_or_default()
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Polls `check` until it gives `Some`, or panics with `what` after `timeout`.
+pub fn eventually<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

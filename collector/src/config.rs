@@ -1,0 +1,81 @@
+//! Command-line and environment settings of the collector. Precedence:
+//! flag > environment (`GPULEDGER_…`) > default.
+
+use clap::Args;
+use gpuledger_common::kafka::KafkaArgs;
+use gpuledger_schemas::Timestamp;
+
+use crate::sim::FleetSpec;
+
+/// Settings of the simulated fleet source.
+#[derive(Debug, Clone, Args)]
+pub struct SimulateArgs {
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+
+    /// Cluster name carried by every event.
+    #[arg(long, env = "GPULEDGER_CLUSTER", default_value = "local")]
+    pub cluster: String,
+
+    /// Pool the simulated GPUs belong to.
+    #[arg(long, default_value = "h200")]
+    pub pool: String,
+
+    /// GPU model name, as NVML reports it.
+    #[arg(long, default_value = "NVIDIA H200")]
+    pub model: String,
+
+    /// Number of nodes.
+    #[arg(long, default_value_t = 2)]
+    pub nodes: u32,
+
+    /// GPUs per node.
+    #[arg(long, default_value_t = 2)]
+    pub gpus_per_node: u32,
+
+    /// Split the first GPU of each node into MIG instances (3g+2g+1g+1g).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub mig: bool,
+
+    /// Sample interval in simulated milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub interval_ms: i32,
+
+    /// Simulated time of the first sample (RFC 3339); default: now.
+    #[arg(long)]
+    pub start: Option<Timestamp>,
+
+    /// Rounds of samples to send; 0 runs until stopped.
+    #[arg(long, default_value_t = 0)]
+    pub ticks: u64,
+
+    /// Sleep one interval between rounds (otherwise simulated time runs as
+    /// fast as Kafka takes it).
+    #[arg(long)]
+    pub realtime: bool,
+
+    /// Seed of the simulation; the same seed gives the same fleet and samples.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+
+    /// Print a JSON summary of what was delivered to stdout at the end.
+    #[arg(long)]
+    pub summary: bool,
+}
+
+impl SimulateArgs {
+    /// The fleet these settings describe.
+    pub fn fleet_spec(&self) -> FleetSpec {
+        FleetSpec {
+            cluster: self.cluster.clone(),
+            pool: self.pool.clone(),
+            model: self.model.clone(),
+            nodes: self.nodes,
+            gpus_per_node: self.gpus_per_node,
+            mig: self.mig,
+            interval_ms: self.interval_ms,
+            start: self.start.unwrap_or_else(Timestamp::now),
+            seed: self.seed,
+        }
+    }
+}

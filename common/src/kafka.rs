@@ -1,0 +1,317 @@
+//! Kafka client settings shared by the collector and the processor, and the
+//! delivery of events in the wire format of DESIGN §2.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use clap::Args;
+use gpuledger_schemas::{Codec, Event, Topic, cloud_event_headers};
+use rdkafka::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
+
+/// What went wrong talking to Kafka.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A `--kafka-option` that is not `key=value`.
+    #[error("Kafka option {0:?} is not of the form key=value")]
+    BadOption(String),
+    /// A raw librdkafka setting that contradicts a typed one.
+    #[error(
+        "Kafka option {key}={raw} contradicts the setting {key}={typed} that gpuledger needs here"
+    )]
+    Conflict {
+        key: String,
+        typed: String,
+        raw: String,
+    },
+    /// librdkafka refused the configuration or a request.
+    #[error("Kafka client error: {0}")]
+    Client(#[from] KafkaError),
+    /// The event could not be encoded.
+    #[error(transparent)]
+    Encode(#[from] gpuledger_schemas::Error),
+    /// The broker did not acknowledge a record.
+    #[error("delivery to {topic} failed: {source}")]
+    Delivery { topic: String, source: KafkaError },
+    /// Records were still queued when the flush deadline passed.
+    #[error("{0} records were still undelivered when the flush timed out")]
+    FlushTimeout(i32),
+}
+
+/// Result with the Kafka [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Where the broker is and how to talk to it.
+#[derive(Debug, Clone, Args)]
+pub struct KafkaArgs {
+    /// Bootstrap servers, `host:port[,host:port…]`.
+    #[arg(
+        long = "kafka-bootstrap",
+        env = "GPULEDGER_KAFKA_BOOTSTRAP",
+        default_value = "127.0.0.1:9092"
+    )]
+    pub bootstrap: String,
+
+    /// Prefix for every topic name (e.g. `staging.` gives `staging.gpuledger.ledger`).
+    #[arg(
+        long = "topic-prefix",
+        env = "GPULEDGER_TOPIC_PREFIX",
+        default_value = ""
+    )]
+    pub topic_prefix: String,
+
+    /// Extra librdkafka settings as `key=value`, repeatable or comma-separated
+    /// (TLS, SASL, timeouts…). They may not contradict a setting gpuledger needs.
+    #[arg(
+        long = "kafka-option",
+        env = "GPULEDGER_KAFKA_OPTIONS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub options: Vec<String>,
+}
+
+impl KafkaArgs {
+    /// Settings for a local broker at `bootstrap` with a topic prefix.
+    pub fn local(bootstrap: &str, topic_prefix: &str) -> Self {
+        Self {
+            bootstrap: bootstrap.to_owned(),
+            topic_prefix: topic_prefix.to_owned(),
+            options: Vec::new(),
+        }
+    }
+
+    /// A topic's full name.
+    pub fn topic(&self, topic: Topic) -> String {
+        topic.name(&self.topic_prefix)
+    }
+
+    /// A client configuration: bootstrap servers, the `typed` settings this
+    /// client needs, then the raw options. A raw option that sets a typed
+    /// key to another value is an error, not a silent override.
+    pub fn client_config(&self, typed: &[(&str, &str)]) -> Result<ClientConfig> {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", &self.bootstrap);
+        for (key, value) in typed {
+            config.set(*key, *value);
+        }
+        for option in &self.options {
+            let (key, raw) = option
+                .split_once('=')
+                .map(|(k, v)| (k.trim(), v.trim()))
+                .filter(|(k, _)| !k.is_empty())
+                .ok_or_else(|| Error::BadOption(option.clone()))?;
+            if let Some((_, typed)) = typed.iter().find(|(k, _)| *k == key)
+                && *typed != raw
+            {
+                return Err(Error::Conflict {
+                    key: key.to_owned(),
+                    typed: (*typed).to_owned(),
+                    raw: raw.to_owned(),
+                });
+            }
+            config.set(key, raw);
+        }
+        Ok(config)
+    }
+}
+
+/// Producer settings for events: idempotent, every replica acknowledges,
+/// compressed, a short linger so batches fill.
+pub const PRODUCER_SETTINGS: &[(&str, &str)] = &[
+    ("enable.idempotence", "true"),
+    ("acks", "all"),
+    ("compression.type", "lz4"),
+    ("linger.ms", "5"),
+    ("message.timeout.ms", "120000"),
+];
+
+/// Sends events to their topics in the wire format, keeping at most
+/// `window` deliveries in flight.
+pub struct EventProducer {
+    producer: FutureProducer,
+    codec: &'static Codec,
+    prefix: String,
+    in_flight: VecDeque<(String, DeliveryFuture)>,
+    window: usize,
+    delivered: u64,
+}
+
+impl std::fmt::Debug for EventProducer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventProducer")
+            .field("prefix", &self.prefix)
+            .field("in_flight", &self.in_flight.len())
+            .field("delivered", &self.delivered)
+            .finish()
+    }
+}
+
+impl EventProducer {
+    /// A producer for `args`' broker, identified as `client_id`.
+    pub fn new(args: &KafkaArgs, client_id: &str) -> Result<Self> {
+        let mut typed = PRODUCER_SETTINGS.to_vec();
+        typed.push(("client.id", client_id));
+        let producer = args.client_config(&typed)?.create()?;
+        Ok(Self {
+            producer,
+            codec: Codec::builtin(),
+            prefix: args.topic_prefix.clone(),
+            in_flight: VecDeque::new(),
+            window: 50_000,
+            delivered: 0,
+        })
+    }
+
+    /// Records acknowledged so far.
+    pub fn delivered(&self) -> u64 {
+        self.delivered
+    }
+
+    /// Queues one event; waits for older deliveries when the window is full
+    /// or librdkafka's queue is (backpressure, never a dropped record).
+    pub async fn send(&mut self, event: &Event) -> Result<()> {
+        let payload = self.codec.encode(event)?;
+        let topic = event.event_type().topic().name(&self.prefix);
+        let headers = cloud_event_headers(event).iter().fold(
+            OwnedHeaders::new_with_capacity(6),
+            |h, (key, value)| {
+                h.insert(Header {
+                    key,
+                    value: Some(value.as_bytes()),
+                })
+            },
+        );
+        let key = event.key();
+        let mut record = FutureRecord::to(&topic)
+            .key(key)
+            .payload(&payload)
+            .headers(headers);
+        loop {
+            while self.in_flight.len() >= self.window {
+                self.settle_oldest().await?;
+            }
+            match self.producer.send_result(record) {
+                Ok(delivery) => {
+                    self.in_flight.push_back((topic.clone(), delivery));
+                    return Ok(());
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned)) => {
+                    record = returned;
+                    if self.in_flight.is_empty() {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    } else {
+                        self.settle_oldest().await?;
+                    }
+                }
+                Err((e, _)) => return Err(Error::Delivery { topic, source: e }),
+            }
+        }
+    }
+
+    async fn settle_oldest(&mut self) -> Result<()> {
+        let Some((topic, delivery)) = self.in_flight.pop_front() else {
+            return Ok(());
+        };
+        match delivery.await {
+            Ok(Ok(_)) => {
+                self.delivered += 1;
+                Ok(())
+            }
+            Ok(Err((e, _))) => Err(Error::Delivery { topic, source: e }),
+            Err(_cancelled) => Err(Error::Delivery {
+                topic,
+                source: KafkaError::Canceled,
+            }),
+        }
+    }
+
+    /// Waits for every queued event to be acknowledged.
+    pub async fn flush(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !self.in_flight.is_empty() {
+            match tokio::time::timeout_at(deadline, self.settle_oldest()).await {
+                Ok(result) => result?,
+                Err(_) => return Err(Error::FlushTimeout(self.in_flight.len() as i32)),
+            }
+        }
+        self.producer
+            .flush(Duration::from_secs(1))
+            .map_err(Error::Client)?;
+        Ok(())
+    }
+}
+
+/// Header on a dead letter naming why it could not be processed.
+pub const DLQ_REASON_HEADER: &str = "gpuledger_dlq_reason";
+
+/// Sends records that could not be decoded or validated to the DLQ topic,
+/// with their original key, value and headers and the reason in headers.
+pub struct DeadLetters {
+    producer: FutureProducer,
+    topic: String,
+}
+
+impl std::fmt::Debug for DeadLetters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeadLetters")
+            .field("topic", &self.topic)
+            .finish()
+    }
+}
+
+impl DeadLetters {
+    /// A DLQ sender for `args`' broker.
+    pub fn new(args: &KafkaArgs, client_id: &str) -> Result<Self> {
+        let mut typed = PRODUCER_SETTINGS.to_vec();
+        typed.push(("client.id", client_id));
+        Ok(Self {
+            producer: args.client_config(&typed)?.create()?,
+            topic: args.topic(Topic::Dlq),
+        })
+    }
+
+    /// Sends one dead letter and waits until the broker has it.
+    pub async fn send<M: rdkafka::Message>(&self, original: &M, reason: &str) -> Result<()> {
+        use rdkafka::message::Headers;
+        let mut headers = OwnedHeaders::new();
+        if let Some(existing) = original.headers() {
+            for h in existing.iter() {
+                headers = headers.insert(Header {
+                    key: h.key,
+                    value: h.value,
+                });
+            }
+        }
+        let partition = original.partition().to_string();
+        let offset = original.offset().to_string();
+        for (key, value) in [
+            (DLQ_REASON_HEADER, reason),
+            ("gpuledger_dlq_topic", original.topic()),
+            ("gpuledger_dlq_partition", &partition),
+            ("gpuledger_dlq_offset", &offset),
+        ] {
+            headers = headers.insert(Header {
+                key,
+                value: Some(value.as_bytes()),
+            });
+        }
+        let mut record = FutureRecord::<[u8], [u8]>::to(&self.topic).headers(headers);
+        if let Some(key) = original.key() {
+            record = record.key(key);
+        }
+        if let Some(payload) = original.payload() {
+            record = record.payload(payload);
+        }
+        self.producer
+            .send(record, Duration::from_secs(30))
+            .await
+            .map(|_| ())
+            .map_err(|(e, _)| Error::Delivery {
+                topic: self.topic.clone(),
+                source: e,
+            })
+    }
+}

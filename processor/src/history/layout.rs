@@ -1,0 +1,120 @@
+//! Where history files live and what their names say.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The parts of a history file name:
+/// `<topic>-<partition>-<first offset>-<last offset>.parquet`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileName {
+    pub topic: String,
+    pub partition: i32,
+    pub first_offset: i64,
+    pub last_offset: i64,
+}
+
+impl FileName {
+    /// The file name.
+    pub fn render(&self) -> String {
+        format!(
+            "{}-{}-{}-{}.parquet",
+            self.topic, self.partition, self.first_offset, self.last_offset
+        )
+    }
+
+    /// Reads a file name back; `None` for anything else (temporary files,
+    /// files from other tools).
+    pub fn parse(name: &str) -> Option<FileName> {
+        let stem = name.strip_suffix(".parquet")?;
+        let (rest, last) = stem.rsplit_once('-')?;
+        let (rest, first) = rest.rsplit_once('-')?;
+        let (topic, partition) = rest.rsplit_once('-')?;
+        let name = FileName {
+            topic: topic.to_owned(),
+            partition: partition.parse().ok()?,
+            first_offset: first.parse().ok()?,
+            last_offset: last.parse().ok()?,
+        };
+        (name.first_offset <= name.last_offset && !name.topic.is_empty()).then_some(name)
+    }
+}
+
+/// The folder of one day of one table: `<root>/<table>/date=YYYY-MM-DD`.
+pub fn day_dir(root: &Path, table: &str, date: &str) -> PathBuf {
+    root.join(table).join(format!("date={date}"))
+}
+
+/// The highest offset already durable per partition of `topic` in `table`.
+pub fn durable_offsets(
+    root: &Path,
+    table: &str,
+    topic: &str,
+) -> std::io::Result<HashMap<i32, i64>> {
+    let mut out = HashMap::new();
+    let table_dir = root.join(table);
+    let days = match std::fs::read_dir(&table_dir) {
+        Ok(days) => days,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    for day in days {
+        let day = day?;
+        if !day.file_type()?.is_dir() {
+            continue;
+        }
+        for file in std::fs::read_dir(day.path())? {
+            let file = file?;
+            let Some(name) = file.file_name().to_str().and_then(FileName::parse) else {
+                continue;
+            };
+            if name.topic == topic {
+                let entry = out.entry(name.partition).or_insert(name.last_offset);
+                *entry = (*entry).max(name.last_offset);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_even_with_dashes_in_the_topic() {
+        let name = FileName {
+            topic: "e2e-7.gpuledger.telemetry".into(),
+            partition: 3,
+            first_offset: 100,
+            last_offset: 199,
+        };
+        assert_eq!(name.render(), "e2e-7.gpuledger.telemetry-3-100-199.parquet");
+        assert_eq!(FileName::parse(&name.render()), Some(name));
+        assert_eq!(FileName::parse(".tmp-x.parquet"), None);
+        assert_eq!(FileName::parse("t-1-9-3.parquet"), None);
+        assert_eq!(FileName::parse("t-1-2-3.parquet.tmp"), None);
+    }
+
+    #[test]
+    fn durable_offsets_take_the_highest_per_partition() {
+        let root = tempfile::tempdir().unwrap();
+        for (date, file) in [
+            ("2026-11-01", "t-0-0-9.parquet"),
+            ("2026-11-02", "t-0-10-19.parquet"),
+            ("2026-11-01", "t-1-0-4.parquet"),
+            ("2026-11-02", "other-0-0-99.parquet"),
+            ("2026-11-02", ".t-0-20-29.parquet.tmp"),
+        ] {
+            let dir = day_dir(root.path(), "samples", date);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(file), b"").unwrap();
+        }
+        let offsets = durable_offsets(root.path(), "samples", "t").unwrap();
+        assert_eq!(offsets, HashMap::from([(0, 19), (1, 4)]));
+        assert!(
+            durable_offsets(root.path(), "nothing", "t")
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

@@ -1,0 +1,207 @@
+//! The telemetry writer: `gpuledger.telemetry` → the `samples` table.
+//!
+//! Records are buffered per partition and written as one Parquet file per
+//! contiguous offset range and UTC day. Offsets are stored for commit only
+//! after the file is durable, and on start every record at or below the
+//! highest offset already in a file is skipped: no row twice, none lost.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use gpuledger_common::kafka::{DeadLetters, KafkaArgs};
+use gpuledger_common::shutdown::Shutdown;
+use gpuledger_schemas::{Codec, EventBody, Topic};
+use rdkafka::Message;
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+
+use crate::history::layout::{FileName, durable_offsets};
+use crate::history::samples::{self, SamplesBuilder};
+use crate::history::sink::write_file;
+use crate::{Error, Result};
+
+/// When a partition's buffer becomes a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RollingPolicy {
+    /// Roll once this many rows are buffered.
+    pub max_rows: usize,
+    /// Roll once the oldest buffered row waited this long.
+    pub max_age: Duration,
+}
+
+/// Settings of the telemetry writer.
+#[derive(Debug, Clone)]
+pub struct TelemetryWriterConfig {
+    pub kafka: KafkaArgs,
+    pub group_id: String,
+    pub history_root: PathBuf,
+    pub rolling: RollingPolicy,
+}
+
+/// Rows of one partition waiting to become a file.
+#[derive(Debug, Default)]
+struct PartitionBuffer {
+    rows: SamplesBuilder,
+    first_offset: Option<i64>,
+    last_offset: i64,
+    date: String,
+    opened: Option<Instant>,
+}
+
+impl PartitionBuffer {
+    fn note_offset(&mut self, offset: i64) {
+        self.first_offset.get_or_insert(offset);
+        self.last_offset = offset;
+        self.opened.get_or_insert_with(Instant::now);
+    }
+}
+
+/// Runs until shutdown: consume, buffer, roll files, commit.
+pub async fn run(config: &TelemetryWriterConfig, mut shutdown: Shutdown) -> Result<()> {
+    let topic = config.kafka.topic(Topic::Telemetry);
+    let consumer: StreamConsumer = config
+        .kafka
+        .client_config(&[
+            ("group.id", &config.group_id),
+            ("client.id", "gpuledger-processor-telemetry"),
+            ("enable.auto.commit", "true"),
+            ("auto.commit.interval.ms", "1000"),
+            ("enable.auto.offset.store", "false"),
+            ("auto.offset.reset", "earliest"),
+            ("isolation.level", "read_committed"),
+            // Notice topics (and partitions) created after start within seconds.
+            ("topic.metadata.refresh.interval.ms", "5000"),
+        ])?
+        .create()?;
+    consumer.subscribe(&[&topic])?;
+    let dead_letters = DeadLetters::new(&config.kafka, "gpuledger-processor-dlq")?;
+    let codec = Codec::builtin();
+    let mut durable = durable_offsets(&config.history_root, samples::TABLE, &topic)?;
+    let mut buffers: HashMap<i32, PartitionBuffer> = HashMap::new();
+    let mut ticker = tokio::time::interval(config.rolling.max_age.min(Duration::from_secs(1)));
+    tracing::info!(%topic, root = %config.history_root.display(), "telemetry writer started");
+
+    loop {
+        tokio::select! {
+            _ = shutdown.wait() => break,
+            _ = ticker.tick() => {
+                let due: Vec<i32> = buffers
+                    .iter()
+                    .filter(|(_, b)| b.opened.is_some_and(|t| t.elapsed() >= config.rolling.max_age))
+                    .map(|(p, _)| *p)
+                    .collect();
+                for partition in due {
+                    flush(config, &consumer, &topic, partition, &mut buffers, &mut durable)?;
+                }
+            }
+            message = consumer.recv() => {
+                let message = match message {
+                    Ok(m) => m,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "telemetry consumer error; retrying");
+                        continue;
+                    }
+                };
+                let partition = message.partition();
+                let offset = message.offset();
+                if durable.get(&partition).is_some_and(|&done| offset <= done) {
+                    continue;
+                }
+                let decoded = codec
+                    .decode(message.payload().unwrap_or_default())
+                    .and_then(|event| event.validate().map(|()| event));
+                let event = match decoded {
+                    Ok(event) => event,
+                    Err(e) => {
+                        tracing::warn!(partition, offset, error = %e, "telemetry record sent to the DLQ");
+                        dead_letters.send(&message, &e.to_string()).await?;
+                        buffers.entry(partition).or_default().note_offset(offset);
+                        continue;
+                    }
+                };
+                let EventBody::GpuSample(sample) = &event.body else {
+                    let reason = format!("{} does not belong on {topic}", event.event_type().name());
+                    tracing::warn!(partition, offset, %reason, "telemetry record sent to the DLQ");
+                    dead_letters.send(&message, &reason).await?;
+                    buffers.entry(partition).or_default().note_offset(offset);
+                    continue;
+                };
+                let date = event.envelope.event_time.date_string();
+                let rolls_day = buffers.get(&partition).is_some_and(|b| !b.rows.is_empty() && b.date != date);
+                if rolls_day {
+                    flush(config, &consumer, &topic, partition, &mut buffers, &mut durable)?;
+                }
+                let buffer = buffers.entry(partition).or_default();
+                if buffer.rows.is_empty() {
+                    buffer.date = date;
+                }
+                buffer.rows.push(&event.envelope, sample);
+                buffer.note_offset(offset);
+                if buffer.rows.len() >= config.rolling.max_rows {
+                    flush(config, &consumer, &topic, partition, &mut buffers, &mut durable)?;
+                }
+            }
+        }
+    }
+    let partitions: Vec<i32> = buffers.keys().copied().collect();
+    for partition in partitions {
+        flush(
+            config,
+            &consumer,
+            &topic,
+            partition,
+            &mut buffers,
+            &mut durable,
+        )?;
+    }
+    if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
+        // Nothing consumed yet is not a failure.
+        tracing::debug!(error = %e, "final commit");
+    }
+    tracing::info!("telemetry writer stopped");
+    Ok(())
+}
+
+/// Writes a partition's buffer as a durable file, then stores its offsets.
+fn flush(
+    config: &TelemetryWriterConfig,
+    consumer: &StreamConsumer,
+    topic: &str,
+    partition: i32,
+    buffers: &mut HashMap<i32, PartitionBuffer>,
+    durable: &mut HashMap<i32, i64>,
+) -> Result<()> {
+    let Some(buffer) = buffers.remove(&partition) else {
+        return Ok(());
+    };
+    let Some(first_offset) = buffer.first_offset else {
+        return Ok(());
+    };
+    let mut buffer = buffer;
+    if !buffer.rows.is_empty() {
+        let rows = buffer.rows.len();
+        let batch = buffer
+            .rows
+            .finish()
+            .map_err(|e| Error::History(e.to_string()))?;
+        let name = FileName {
+            topic: topic.to_owned(),
+            partition,
+            first_offset,
+            last_offset: buffer.last_offset,
+        };
+        tokio::task::block_in_place(|| {
+            write_file(
+                &config.history_root,
+                samples::TABLE,
+                &buffer.date,
+                &name,
+                &batch,
+            )
+        })?;
+        tracing::debug!(file = %name.render(), rows, "samples file written");
+    }
+    consumer.store_offset(topic, partition, buffer.last_offset + 1)?;
+    durable.insert(partition, buffer.last_offset);
+    Ok(())
+}

@@ -1,0 +1,33 @@
+//! The history tables, registered over the history root as listing tables
+//! with a typed `date` partition column. Files are listed at every scan, so
+//! new files show up in the next query.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{
+    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+};
+use datafusion::error::Result;
+use datafusion::prelude::SessionContext;
+use gpuledger_schemas::tables;
+
+/// Registers every history table found under `root` (created if missing,
+/// so the service can start before the first file is written).
+pub fn register_history(ctx: &SessionContext, root: &Path) -> Result<()> {
+    for (table, schema) in tables::all() {
+        let dir = root.join(table);
+        std::fs::create_dir_all(&dir)?;
+        let url = ListingTableUrl::parse(format!("{}/", dir.canonicalize()?.display()))?;
+        let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
+            .with_file_extension(".parquet")
+            .with_table_partition_cols(vec![(tables::DATE_PARTITION.to_owned(), DataType::Date32)]);
+        let config = ListingTableConfig::new(url)
+            .with_listing_options(options)
+            .with_schema(schema);
+        ctx.register_table(table, Arc::new(ListingTable::try_new(config)?))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! The HTTP face of the query service: `POST /v1/sql` and `/healthz`.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use datafusion::arrow::json::ArrayWriter;
+use datafusion::execution::context::SQLOptions;
+use datafusion::prelude::SessionContext;
+use serde::Deserialize;
+
+/// Shared state of the handlers.
+#[derive(Clone)]
+pub struct AppState {
+    pub ctx: Arc<SessionContext>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("session", &self.ctx.session_id())
+            .finish()
+    }
+}
+
+/// The routes.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/sql", post(sql))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .with_state(state)
+}
+
+/// A SQL request: `{"sql": "SELECT …"}`, or the SQL as a plain-text body.
+#[derive(Debug, Deserialize)]
+struct SqlRequest {
+    sql: String,
+}
+
+/// An error answer: a status and a message naming what was wrong.
+#[derive(Debug)]
+struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::error!(status = %self.status, error = %self.message, "query failed");
+        } else {
+            tracing::warn!(status = %self.status, error = %self.message, "query rejected");
+        }
+        (
+            self.status,
+            Json(serde_json::json!({ "error": self.message })),
+        )
+            .into_response()
+    }
+}
+
+fn bad_request(message: impl Into<String>) -> ApiError {
+    ApiError {
+        status: StatusCode::BAD_REQUEST,
+        message: message.into(),
+    }
+}
+
+/// Read-only: no DDL, no DML, no `SET` or other statements.
+fn read_only() -> SQLOptions {
+    SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false)
+}
+
+async fn sql(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: String,
+) -> Result<Response, ApiError> {
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    let query = if is_json {
+        serde_json::from_str::<SqlRequest>(&body)
+            .map_err(|e| bad_request(format!("body must be {{\"sql\": \"…\"}}: {e}")))?
+            .sql
+    } else {
+        body
+    };
+    if query.trim().is_empty() {
+        return Err(bad_request("no SQL given"));
+    }
+    let frame = state
+        .ctx
+        .sql_with_options(&query, read_only())
+        .await
+        .map_err(|e| bad_request(e.to_string()))?;
+    let batches = frame
+        .collect()
+        .await
+        .map_err(|e| bad_request(e.to_string()))?;
+    let mut writer = ArrayWriter::new(Vec::new());
+    for batch in &batches {
+        writer.write(batch).map_err(|e| ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: e.to_string(),
+        })?;
+    }
+    writer.finish().map_err(|e| ApiError {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        message: e.to_string(),
+    })?;
+    let mut body = writer.into_inner();
+    if batches.iter().all(|b| b.num_rows() == 0) {
+        body = b"[]".to_vec();
+    }
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}

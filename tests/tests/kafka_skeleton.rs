@@ -1,0 +1,172 @@
+//! The walking skeleton end to end, against the real broker: the simulated
+//! collector → Kafka → the processor's Parquet history → the query service's
+//! SQL. What SQL returns must equal what the simulator says it delivered.
+
+use std::process::Command;
+use std::time::Duration;
+
+use gpuledger_tests::{
+    Service, WorkDir, create_topics, eventually, require_broker, run_to_end, sql, unique_prefix,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_skeleton_samples_travel_from_collector_to_sql() {
+    let bootstrap = require_broker();
+    let prefix = unique_prefix("skeleton");
+    create_topics(&bootstrap, &prefix, 4).await;
+    let work = WorkDir::new("skeleton");
+    let history = work.path().join("history");
+    let history = history.to_str().unwrap();
+    let group = format!("{prefix}processor");
+
+    let mut processor = Service::start(
+        "gpuledger-processor",
+        &[
+            "run",
+            "--kafka-bootstrap",
+            &bootstrap,
+            "--topic-prefix",
+            &prefix,
+            "--history-root",
+            history,
+            "--group-id",
+            &group,
+            "--flush-interval-ms",
+            "300",
+        ],
+        &work.path().join("processor.log"),
+    );
+    let mut query = Service::start(
+        "gpuledger-query",
+        &[
+            "serve",
+            "--history-root",
+            history,
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &work.path().join("query.log"),
+    );
+    let base_url = query.wait_for_line("listening on ", Duration::from_secs(30));
+
+    // 3 nodes × (4 MIG instances + 1 whole GPU) × 40 ticks = 600 samples,
+    // starting before midnight so the history spans two days.
+    let summary = run_to_end(
+        "gpuledger-collector",
+        &[
+            "simulate",
+            "--kafka-bootstrap",
+            &bootstrap,
+            "--topic-prefix",
+            &prefix,
+            "--nodes",
+            "3",
+            "--gpus-per-node",
+            "2",
+            "--ticks",
+            "40",
+            "--start",
+            "2026-11-03T23:55:00Z",
+            "--summary",
+        ],
+    );
+    let summary: serde_json::Value = serde_json::from_str(summary.trim()).expect("summary JSON");
+    assert_eq!(summary["samples"], 600);
+    assert_eq!(summary["inventories"], 3);
+
+    let row = eventually(
+        "all samples in the history",
+        Duration::from_secs(90),
+        || {
+            assert!(
+                processor.is_running(),
+                "the processor exited; see its log in {}",
+                work.path().display()
+            );
+            let rows = sql(
+                &base_url,
+                "SELECT count(*) AS n, sum(mem_used_bytes) AS mem, sum(energy_mj) AS energy, \
+             sum(seq) AS seq, count(DISTINCT date) AS days, \
+             count(*) FILTER (WHERE sm_util_pct IS NULL) AS no_util, \
+             min(time) AS first, max(time) AS last FROM samples",
+            )
+            .expect("SQL answers");
+            (rows[0]["n"] == summary["samples"]).then(|| rows[0].clone())
+        },
+    );
+    assert_eq!(row["mem"], summary["sum_mem_used_bytes"]);
+    assert_eq!(row["energy"], summary["sum_energy_mj"]);
+    assert_eq!(row["seq"], summary["sum_seq"]);
+    assert_eq!(
+        row["days"], 2,
+        "samples before and after midnight land in two date partitions"
+    );
+    // MIG instances report no utilization: 3 nodes × 4 instances × 40 ticks.
+    assert_eq!(row["no_util"], 480);
+    assert_eq!(row["first"], "2026-11-03T23:55:10Z");
+    assert_eq!(row["last"], "2026-11-04T00:01:40Z");
+
+    // Each (source, seq) — the sample's event_id — appears exactly once.
+    let dupes = sql(&base_url, "SELECT count(*) AS n FROM (SELECT source, seq FROM samples GROUP BY source, seq HAVING count(*) > 1)").unwrap();
+    assert_eq!(dupes[0]["n"], 0);
+
+    // Files follow DESIGN §6: samples/date=YYYY-MM-DD/<topic>-<partition>-<first>-<last>.parquet
+    let days: Vec<String> = std::fs::read_dir(format!("{history}/samples"))
+        .unwrap()
+        .map(|d| d.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        days.contains(&"date=2026-11-03".to_owned())
+            && days.contains(&"date=2026-11-04".to_owned()),
+        "{days:?}"
+    );
+    let telemetry = format!("{prefix}gpuledger.telemetry");
+    for day in &days {
+        for file in std::fs::read_dir(format!("{history}/samples/{day}")).unwrap() {
+            let name = file.unwrap().file_name().into_string().unwrap();
+            assert!(
+                name.starts_with(&format!("{telemetry}-")) && name.ends_with(".parquet"),
+                "{name}"
+            );
+        }
+    }
+
+    // The wire format as a plain Kafka client sees it: kcat reads one record.
+    let kcat = |format: &str| {
+        let out = Command::new("kcat")
+            .args([
+                "-C",
+                "-b",
+                &bootstrap,
+                "-t",
+                &telemetry,
+                "-o",
+                "beginning",
+                "-c",
+                "1",
+                "-e",
+                "-f",
+                format,
+            ])
+            .output()
+            .expect("kcat runs (make setup installs it)");
+        assert!(
+            out.status.success(),
+            "kcat failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let value = kcat("%s");
+    assert_eq!(
+        value[..2],
+        [0xC3, 0x01],
+        "value starts with the Avro single-object marker"
+    );
+    let headers = String::from_utf8(kcat("%h")).unwrap();
+    assert!(headers.contains("ce_type=gpuledger.GpuSample"), "{headers}");
+    assert!(headers.contains("ce_specversion=1.0"), "{headers}");
+
+    drop(query);
+    drop(processor);
+}
