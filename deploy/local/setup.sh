@@ -20,6 +20,7 @@ need_pkg() { dpkg -s "$1" >/dev/null 2>&1 || missing+=("$1"); }
 need_pkg cmake
 need_pkg libcurl4-openssl-dev
 need_pkg kcat
+need_pkg curl
 need_pkg python3-venv
 command -v mvn >/dev/null || missing+=(maven)
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)

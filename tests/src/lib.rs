@@ -22,6 +22,18 @@ pub fn bootstrap() -> String {
     })
 }
 
+/// The project's Python (with confluent-kafka and fastavro): `GPULEDGER_PYTHON`,
+/// or the environment `deploy/local/setup.sh` creates.
+pub fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("GPULEDGER_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    home.join(".cache/gpuledger/venv/bin/python")
+}
+
 /// Fails the test unless a broker answers a metadata request.
 pub fn require_broker() -> String {
     let bootstrap = bootstrap();

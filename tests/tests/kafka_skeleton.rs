@@ -167,6 +167,31 @@ async fn kafka_skeleton_samples_travel_from_collector_to_sql() {
     assert!(headers.contains("ce_type=gpuledger.GpuSample"), "{headers}");
     assert!(headers.contains("ce_specversion=1.0"), "{headers}");
 
+    // And as a client that knows only the .avsc files: confluent-kafka reads
+    // every record, fastavro decodes it by its fingerprint.
+    let python = gpuledger_tests::python();
+    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let out = Command::new(&python)
+        .arg(format!("{repo}/tests/interop/consume_telemetry.py"))
+        .args([
+            &bootstrap,
+            &telemetry,
+            "600",
+            &format!("{repo}/schemas/avro"),
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{} runs (make setup creates it): {e}", python.display()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(read["count"], 600);
+    assert_eq!(read["types"]["GpuSample"], 600);
+    assert_eq!(read["sum_seq"], summary["sum_seq"]);
+    assert_eq!(read["sum_mem_used_bytes"], summary["sum_mem_used_bytes"]);
+
     drop(query);
     drop(processor);
 }
