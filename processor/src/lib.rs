@@ -5,6 +5,7 @@
 //! stays pure; everything here that talks to Kafka or disk wraps it.
 
 pub mod history;
+pub mod ledger;
 pub mod telemetry;
 
 /// What went wrong in the processor.

@@ -1,0 +1,144 @@
+//! Admission (DESIGN §4): budget → reserved → quota → burst → deny, with
+//! holds, and on-demand capacity asked for when spare or hardware falls short.
+
+use gpuledger_schemas::events::{AdmissionOutcome, AdmissionRequest, HoldKind};
+
+use super::decide::Decisions;
+use super::{Ge, Hold, Ledger};
+
+/// The content of a request that a retry must repeat exactly.
+fn content(r: &AdmissionRequest) -> String {
+    format!(
+        "{}|{}|{}|{}|{}|{}",
+        r.pool, r.job_id, r.attempt, r.tenant, r.slices, r.max_slices
+    )
+}
+
+pub(crate) fn request(
+    ledger: &mut Ledger,
+    r: &AdmissionRequest,
+    out: &mut Decisions<'_>,
+) -> Result<(), String> {
+    let now = ledger.current();
+    let hold_ttl = ledger.config.hold_ttl_micros;
+    let seq = ledger.next_admission_seq + 1;
+    let pool = ledger.pool_mut(&r.pool)?;
+    if let Some((seen, decision)) = pool.decided.get(&r.request_id) {
+        if *seen == content(r) {
+            out.repeat(decision.clone());
+            return Ok(());
+        }
+        return Err(format!(
+            "admission request {:?} was already decided with other content ({seen})",
+            r.request_id
+        ));
+    }
+    let key = (r.job_id.clone(), r.attempt);
+    if pool.holds.contains_key(&key) {
+        return Err(format!(
+            "job {:?} attempt {} already holds an admission; a new one needs a new attempt",
+            r.job_id, r.attempt
+        ));
+    }
+    if let Some(attempt) = pool.attempts.get(&key)
+        && attempt.tenant != r.tenant
+    {
+        return Err(format!(
+            "tenant {:?} differs from job {:?} attempt {}'s tenant {:?}",
+            r.tenant, r.job_id, r.attempt, attempt.tenant
+        ));
+    }
+
+    let g = Ge::of(r.slices, r.max_slices);
+    let (nominal, burst_ge) = pool.policy_ge(&r.tenant);
+    let reserved = pool.active_reserved(&r.tenant, now);
+    let reserved_use = pool.use_of(&r.tenant, HoldKind::Reserved);
+    let quota_use = pool.use_of(&r.tenant, HoldKind::Quota);
+    let burst_use = pool.use_of(&r.tenant, HoldKind::Burst);
+
+    // Step 1 (monthly money and GPU-hour budgets) needs month-to-date spend;
+    // it is applied by the budget module once segments are tracked.
+    let (kind, entitled, used, reason) = if g <= reserved.clone() - reserved_use.clone() {
+        (
+            Some(HoldKind::Reserved),
+            reserved,
+            reserved_use,
+            "within_reservation",
+        )
+    } else if g <= nominal.clone() - quota_use.clone() {
+        (Some(HoldKind::Quota), nominal, quota_use, "within_quota")
+    } else if g <= burst_ge.clone() - burst_use.clone() {
+        (Some(HoldKind::Burst), burst_ge, burst_use, "burst")
+    } else {
+        (
+            None,
+            nominal + burst_ge,
+            quota_use + burst_use,
+            "quota_exceeded",
+        )
+    };
+
+    let Some(kind) = kind else {
+        let decision = out.admission(r, AdmissionOutcome::Deny, None, reason, &entitled, &used);
+        pool.decided
+            .insert(r.request_id.clone(), (content(r), decision));
+        return Ok(());
+    };
+
+    // What on-demand capacity must cover.
+    let capacity = pool.inventory.capacity();
+    let all_holds: Ge = pool.holds.values().map(|h| h.ge.clone()).sum();
+    let shortfall = match kind {
+        HoldKind::Burst => {
+            let active_reservations: Ge = pool
+                .reservations
+                .values()
+                .filter(|res| res.active_at(now))
+                .map(|res| res.ge.clone())
+                .sum();
+            let burst_holds: Ge = pool
+                .holds
+                .values()
+                .filter(|h| h.kind == HoldKind::Burst)
+                .map(|h| h.ge.clone())
+                .sum();
+            let free_spare = (pool.spare() - active_reservations - burst_holds).clamp_zero();
+            g.clone() - free_spare
+        }
+        // Entitled use: only failed hardware can leave it short.
+        HoldKind::Reserved | HoldKind::Quota => g.clone() - (capacity - all_holds).clamp_zero(),
+    };
+
+    let decision = out.admission(
+        r,
+        AdmissionOutcome::Admit,
+        Some(kind),
+        reason,
+        &entitled,
+        &used,
+    );
+    if shortfall.is_positive() {
+        out.burst(
+            &r.pool,
+            &r.tenant,
+            Some((&r.job_id, r.attempt)),
+            &shortfall,
+            kind,
+        );
+    }
+    pool.decided
+        .insert(r.request_id.clone(), (content(r), decision));
+    pool.holds.insert(
+        key,
+        Hold {
+            request_id: r.request_id.clone(),
+            tenant: r.tenant.clone(),
+            ge: g,
+            kind,
+            admitted_seq: seq,
+            expires_at: Some(now.plus_micros(hold_ttl)),
+        },
+    );
+    ledger.take_admission_seq();
+    Ok(())
+}

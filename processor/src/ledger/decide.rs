@@ -1,0 +1,267 @@
+//! Building decision events: each names the ledger position and the event
+//! that caused it, carries the state machine's `now` as its time and gets an
+//! `event_id` derived from its cause, so a replay produces the same ids.
+
+use gpuledger_schemas::events::*;
+use gpuledger_schemas::{Envelope, Event, Timestamp};
+
+use super::{Ge, Position};
+
+/// The event being applied: what every decision it causes points back to.
+#[derive(Debug, Clone)]
+pub(crate) struct Cause {
+    position: Position,
+    event_id: String,
+    cluster: String,
+}
+
+impl Cause {
+    pub(crate) fn new(position: Position, event: &Event) -> Self {
+        Self {
+            position,
+            event_id: event.envelope.event_id.clone(),
+            cluster: event.envelope.cluster.clone(),
+        }
+    }
+}
+
+/// The decisions one applied event produces, in order.
+#[derive(Debug)]
+pub(crate) struct Decisions<'a> {
+    cause: &'a Cause,
+    out: Vec<Event>,
+    now: Timestamp,
+}
+
+/// Where money is not known, the rate is left out.
+fn ge_text(ge: &Ge) -> gpuledger_schemas::Rational {
+    ge.as_rational().clone()
+}
+
+impl<'a> Decisions<'a> {
+    pub(crate) fn new(cause: &'a Cause) -> Self {
+        Self {
+            cause,
+            out: Vec::new(),
+            now: Timestamp::from_micros(0),
+        }
+    }
+
+    /// Sets the time decisions from here on are made at.
+    pub(crate) fn at(&mut self, now: Timestamp) {
+        self.now = now;
+    }
+
+    pub(crate) fn finish(self) -> Vec<Event> {
+        self.out
+    }
+
+    fn push(&mut self, what: &str, body: impl Into<gpuledger_schemas::EventBody>) {
+        let n = self.out.len();
+        let envelope = Envelope {
+            event_id: format!("{}/{n}/{what}", self.cause.event_id),
+            event_time: self.now,
+            source: "gpuledger-processor".to_owned(),
+            cluster: self.cause.cluster.clone(),
+        };
+        self.out.push(Event::new(envelope, body));
+    }
+
+    pub(crate) fn partition(&self) -> i32 {
+        self.cause.position.partition
+    }
+
+    pub(crate) fn offset(&self) -> i64 {
+        self.cause.position.offset
+    }
+
+    pub(crate) fn cause_id(&self) -> String {
+        self.cause.event_id.clone()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn admission(
+        &mut self,
+        request: &AdmissionRequest,
+        decision: AdmissionOutcome,
+        kind: Option<HoldKind>,
+        reason: &str,
+        entitled: &Ge,
+        used: &Ge,
+    ) -> Event {
+        let body = AdmissionDecision {
+            pool: request.pool.clone(),
+            request_id: request.request_id.clone(),
+            job_id: request.job_id.clone(),
+            attempt: request.attempt,
+            tenant: request.tenant.clone(),
+            slices: request.slices,
+            max_slices: request.max_slices,
+            decision,
+            kind,
+            reason: reason.to_owned(),
+            entitled_ge: ge_text(entitled),
+            used_ge: ge_text(used),
+            ledger_partition: self.partition(),
+            ledger_offset: self.offset(),
+            cause_event_id: self.cause_id(),
+        };
+        self.push("admission", body);
+        self.out
+            .last()
+            .cloned()
+            .unwrap_or_else(|| unreachable!("just pushed"))
+    }
+
+    /// Repeats an earlier decision unchanged (a retried request).
+    pub(crate) fn repeat(&mut self, decision: Event) {
+        self.out.push(decision);
+    }
+
+    pub(crate) fn reservation(
+        &mut self,
+        r: &ReservationRequest,
+        decision: ReservationOutcome,
+        reason: &str,
+    ) {
+        self.reservation_parts(
+            &r.pool,
+            &r.reservation_id,
+            &r.tenant,
+            r.slices,
+            r.max_slices,
+            r.start,
+            r.end,
+            decision,
+            reason,
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn reservation_parts(
+        &mut self,
+        pool: &str,
+        reservation_id: &str,
+        tenant: &str,
+        slices: i32,
+        max_slices: i32,
+        start: Timestamp,
+        end: Timestamp,
+        decision: ReservationOutcome,
+        reason: &str,
+    ) {
+        let body = ReservationDecision {
+            pool: pool.to_owned(),
+            reservation_id: reservation_id.to_owned(),
+            tenant: tenant.to_owned(),
+            slices,
+            max_slices,
+            start,
+            end,
+            decision,
+            reason: reason.to_owned(),
+            ledger_partition: self.partition(),
+            ledger_offset: self.offset(),
+            cause_event_id: self.cause_id(),
+        };
+        self.push("reservation", body);
+    }
+
+    pub(crate) fn burst(
+        &mut self,
+        pool: &str,
+        tenant: &str,
+        job: Option<(&str, i32)>,
+        shortfall: &Ge,
+        billed_as: HoldKind,
+    ) {
+        let (slices, max_slices) = ge_parts(shortfall);
+        let body = BurstTriggered {
+            pool: pool.to_owned(),
+            tenant: tenant.to_owned(),
+            job_id: job.map(|(j, _)| j.to_owned()),
+            attempt: job.map(|(_, a)| a),
+            slices,
+            max_slices,
+            billed_as,
+            on_demand_rate: None,
+            ledger_partition: self.partition(),
+            ledger_offset: self.offset(),
+            cause_event_id: self.cause_id(),
+        };
+        self.push("burst", body);
+    }
+
+    pub(crate) fn reclassified(
+        &mut self,
+        pool: &str,
+        tenant: &str,
+        job: (&str, i32),
+        from: HoldKind,
+        to: HoldKind,
+        at: Timestamp,
+    ) {
+        let body = Reclassified {
+            pool: pool.to_owned(),
+            tenant: tenant.to_owned(),
+            job_id: job.0.to_owned(),
+            attempt: job.1,
+            from_kind: from,
+            to_kind: to,
+            at,
+            ledger_partition: self.partition(),
+            ledger_offset: self.offset(),
+            cause_event_id: self.cause_id(),
+        };
+        self.push("reclassified", body);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn violation(
+        &mut self,
+        pool: &str,
+        tenant: &str,
+        job: Option<(&str, i32)>,
+        observed: &Ge,
+        entitled: &Ge,
+        action: Enforcement,
+        reason: &str,
+    ) {
+        let body = QuotaViolation {
+            pool: pool.to_owned(),
+            tenant: tenant.to_owned(),
+            job_id: job.map(|(j, _)| j.to_owned()),
+            attempt: job.map(|(_, a)| a),
+            observed_ge: ge_text(observed),
+            entitled_ge: ge_text(entitled),
+            action,
+            reason: reason.to_owned(),
+            ledger_partition: self.partition(),
+            ledger_offset: self.offset(),
+            cause_event_id: self.cause_id(),
+        };
+        self.push("violation", body);
+    }
+
+    pub(crate) fn unmetered(&mut self, e: &UnattributedProcess) {
+        let body = UnmeteredUsage {
+            pool: e.pool.clone(),
+            node: e.node.clone(),
+            device_uuid: e.device_uuid.clone(),
+            pids: e.pids.clone(),
+            tenant: e.tenant.clone(),
+            ledger_partition: self.partition(),
+            ledger_offset: self.offset(),
+            cause_event_id: self.cause_id(),
+        };
+        self.push("unmetered", body);
+    }
+}
+
+/// A GE amount as (slices, max_slices) for the wire: the reduced fraction,
+/// saturating where a fraction does not fit an Avro int.
+fn ge_parts(ge: &Ge) -> (i32, i32) {
+    let text = ge.to_string();
+    let (n, d) = text.split_once('/').unwrap_or((&text, "1"));
+    (n.parse().unwrap_or(i32::MAX), d.parse().unwrap_or(1))
+}

@@ -1,0 +1,148 @@
+//! Job lifecycle: `started` turns a hold into running use (or records
+//! unadmitted use); a terminal event releases it.
+
+use std::collections::BTreeSet;
+
+use gpuledger_schemas::Timestamp;
+use gpuledger_schemas::events::{Enforcement, JobEvent, JobState};
+
+use super::decide::Decisions;
+use super::{Attempt, AttemptPhase, Ge, Ledger};
+
+pub(crate) fn apply(
+    ledger: &mut Ledger,
+    e: &JobEvent,
+    at: Timestamp,
+    out: &mut Decisions<'_>,
+) -> Result<(), String> {
+    let pool = ledger.pool_mut(&e.pool)?;
+    let key = (e.job_id.clone(), e.attempt);
+    let label = format!("job {:?} attempt {}", e.job_id, e.attempt);
+    if let Some(attempt) = pool.attempts.get(&key)
+        && attempt.tenant != e.tenant
+    {
+        return Err(format!(
+            "tenant {:?} differs from {label}'s tenant {:?}",
+            e.tenant, attempt.tenant
+        ));
+    }
+    if let Some(hold) = pool.holds.get(&key)
+        && hold.tenant != e.tenant
+    {
+        return Err(format!(
+            "tenant {:?} differs from {label}'s admission for {:?}",
+            e.tenant, hold.tenant
+        ));
+    }
+    let phase = pool.attempts.get(&key).map(|a| a.phase);
+    if phase == Some(AttemptPhase::Ended) {
+        return Err(format!(
+            "{label} already ended; {} comes after its terminal event",
+            e.state
+        ));
+    }
+    let devices: BTreeSet<String> = e.devices.iter().flatten().cloned().collect();
+    if let Some(unknown) = devices.iter().find(|d| pool.inventory.device(d).is_none()) {
+        return Err(format!(
+            "device {unknown:?} of {label} is not in pool {:?}'s inventory",
+            e.pool
+        ));
+    }
+
+    match e.state {
+        JobState::Submitted => {
+            pool.attempts.entry(key).or_insert_with(|| Attempt {
+                tenant: e.tenant.clone(),
+                phase: AttemptPhase::Submitted,
+                started_at: None,
+                devices: BTreeSet::new(),
+                unadmitted_ge: None,
+            });
+        }
+        JobState::Started if phase == Some(AttemptPhase::Running) => {
+            // Another node of a multi-node job: add its devices, keep the first start.
+            if let Some(attempt) = pool.attempts.get_mut(&key) {
+                attempt.devices.extend(devices);
+            }
+        }
+        JobState::Started => {
+            let admitted = match pool.holds.get_mut(&key) {
+                Some(hold) => {
+                    // Running now: the hold no longer expires.
+                    hold.expires_at = None;
+                    true
+                }
+                None => false,
+            };
+            let mut unadmitted_ge = None;
+            if !admitted {
+                let ge = if !devices.is_empty() {
+                    devices
+                        .iter()
+                        .filter_map(|d| pool.inventory.device(d))
+                        .map(|d| Ge::of(d.slices, d.max_slices))
+                        .sum()
+                } else if let (Some(s), Some(m)) = (e.requested_slices, e.requested_max_slices) {
+                    Ge::of(s, m)
+                } else {
+                    return Err(format!(
+                        "{label} started without an admission and names neither known devices nor requested_slices"
+                    ));
+                };
+                let (nominal, burst) = pool.policy_ge(&e.tenant);
+                let action = pool
+                    .policies
+                    .get(&e.tenant)
+                    .map_or(Enforcement::Alert, |p| p.enforcement);
+                out.violation(
+                    &e.pool,
+                    &e.tenant,
+                    Some((&e.job_id, e.attempt)),
+                    &ge,
+                    &(nominal + burst),
+                    action,
+                    "unadmitted_start",
+                );
+                unadmitted_ge = Some(ge);
+            }
+            let attempt = pool.attempts.entry(key).or_insert_with(|| Attempt {
+                tenant: e.tenant.clone(),
+                phase: AttemptPhase::Submitted,
+                started_at: None,
+                devices: BTreeSet::new(),
+                unadmitted_ge: None,
+            });
+            attempt.phase = AttemptPhase::Running;
+            attempt.started_at = Some(at);
+            attempt.devices = devices;
+            attempt.unadmitted_ge = unadmitted_ge;
+        }
+        JobState::Cancelled if phase != Some(AttemptPhase::Running) => {
+            // Cancelled before it started: just release the hold.
+            pool.holds.remove(&key);
+            end(pool, key, e, at);
+        }
+        JobState::Completed | JobState::Failed | JobState::Cancelled | JobState::Preempted => {
+            if phase != Some(AttemptPhase::Running) {
+                return Err(format!(
+                    "{label} never started, so it cannot be {}",
+                    e.state
+                ));
+            }
+            pool.holds.remove(&key);
+            end(pool, key, e, at);
+        }
+    }
+    Ok(())
+}
+
+fn end(pool: &mut super::Pool, key: (String, i32), e: &JobEvent, _at: Timestamp) {
+    let attempt = pool.attempts.entry(key).or_insert_with(|| Attempt {
+        tenant: e.tenant.clone(),
+        phase: AttemptPhase::Submitted,
+        started_at: None,
+        devices: BTreeSet::new(),
+        unadmitted_ge: None,
+    });
+    attempt.phase = AttemptPhase::Ended;
+}

@@ -1,0 +1,335 @@
+//! The ledger state machine (DESIGN §4): a deterministic fold over one
+//! ledger partition. It takes an event and its position and returns the
+//! decisions it causes, or why the event was rejected.
+//!
+//! Pure: no I/O, no clock, no Kafka. Time is the largest `event_time` seen
+//! in the partition; timers due up to that time fire, in time order, before
+//! the event that moved it. Every map is ordered, so the same events always
+//! give byte-identical decisions.
+
+mod admission;
+mod capacity;
+mod decide;
+mod ge;
+mod jobs;
+mod reservations;
+mod timers;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use gpuledger_schemas::events::{HoldKind, TenantPolicy};
+use gpuledger_schemas::pricing::PriceBooks;
+use gpuledger_schemas::{Event, EventBody, Timestamp};
+
+pub use ge::Ge;
+
+use capacity::PoolInventory;
+use decide::Cause;
+
+/// Where an event sits in the ledger: its partition and offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Position {
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// What applying one event did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Applied; these decisions follow from it (timers first, in time order).
+    Applied {
+        decisions: Vec<Event>,
+        warnings: Vec<String>,
+    },
+    /// Its `event_id` was applied before; nothing changes.
+    Duplicate,
+    /// It contradicts the state; nothing changes, not even time. It goes to
+    /// the DLQ with this reason.
+    Rejected { reason: String },
+}
+
+/// How long an admission holds its GE if the attempt never starts.
+pub const DEFAULT_HOLD_TTL_MICROS: i64 = 15 * 60 * 1_000_000;
+
+/// Settings of the state machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LedgerConfig {
+    /// Admission hold lifetime before the attempt starts, microseconds.
+    pub hold_ttl_micros: i64,
+}
+
+impl Default for LedgerConfig {
+    fn default() -> Self {
+        Self {
+            hold_ttl_micros: DEFAULT_HOLD_TTL_MICROS,
+        }
+    }
+}
+
+/// An admission's hold on GE, from the decision until the attempt ends
+/// (or expires unstarted).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Hold {
+    pub(crate) request_id: String,
+    pub(crate) tenant: String,
+    pub(crate) ge: Ge,
+    pub(crate) kind: HoldKind,
+    /// Admission order, for "oldest admission first".
+    pub(crate) admitted_seq: u64,
+    pub(crate) expires_at: Option<Timestamp>,
+}
+
+/// Where an attempt is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AttemptPhase {
+    Submitted,
+    Running,
+    Ended,
+}
+
+/// One attempt of one job.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Attempt {
+    pub(crate) tenant: String,
+    pub(crate) phase: AttemptPhase,
+    pub(crate) started_at: Option<Timestamp>,
+    pub(crate) devices: BTreeSet<String>,
+    /// GE of unadmitted use (an admitted attempt's GE is its hold's).
+    pub(crate) unadmitted_ge: Option<Ge>,
+}
+
+/// A reservation as the ledger knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Reservation {
+    pub(crate) tenant: String,
+    pub(crate) slices: i32,
+    pub(crate) max_slices: i32,
+    pub(crate) ge: Ge,
+    pub(crate) start: Timestamp,
+    pub(crate) end: Timestamp,
+    pub(crate) confirmed: bool,
+    /// Set when cancelled: the window ends here.
+    pub(crate) cancelled_at: Option<Timestamp>,
+    /// Whether the window's start has been processed.
+    pub(crate) opened: bool,
+    /// Whether the window's end (or cancel) has been processed.
+    pub(crate) closed: bool,
+}
+
+impl Reservation {
+    /// When the window really ends: its end, or its cancel if earlier.
+    pub(crate) fn effective_end(&self) -> Timestamp {
+        self.cancelled_at.map_or(self.end, |c| c.min(self.end))
+    }
+
+    /// Confirmed and its window contains `at` (start ≤ at < end).
+    pub(crate) fn active_at(&self, at: Timestamp) -> bool {
+        self.confirmed && self.start <= at && at < self.effective_end()
+    }
+}
+
+/// The state of one pool.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Pool {
+    pub(crate) inventory: PoolInventory,
+    pub(crate) policies: BTreeMap<String, TenantPolicy>,
+    pub(crate) reservations: BTreeMap<String, Reservation>,
+    /// Live holds by (job_id, attempt).
+    pub(crate) holds: BTreeMap<(String, i32), Hold>,
+    pub(crate) attempts: BTreeMap<(String, i32), Attempt>,
+    /// Decided admission requests: the request's content and its decision.
+    pub(crate) decided: BTreeMap<String, (String, Event)>,
+}
+
+/// The state of one ledger partition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ledger {
+    config: LedgerConfig,
+    now: Option<Timestamp>,
+    pools: BTreeMap<String, Pool>,
+    price_books: PriceBooks,
+    applied: BTreeSet<String>,
+    next_admission_seq: u64,
+}
+
+impl Ledger {
+    /// An empty ledger.
+    pub fn new(config: LedgerConfig) -> Self {
+        Self {
+            config,
+            now: None,
+            pools: BTreeMap::new(),
+            price_books: PriceBooks::new(),
+            applied: BTreeSet::new(),
+            next_admission_seq: 0,
+        }
+    }
+
+    /// The state machine's time: the largest `event_time` applied.
+    pub fn now(&self) -> Option<Timestamp> {
+        self.now
+    }
+
+    /// Every price book applied so far.
+    pub fn price_books(&self) -> &PriceBooks {
+        &self.price_books
+    }
+
+    /// Applies one ledger event found at `position`.
+    pub fn apply(&mut self, position: Position, event: &Event) -> Outcome {
+        if self.applied.contains(&event.envelope.event_id) {
+            return Outcome::Duplicate;
+        }
+        if let Err(e) = event.validate() {
+            return Outcome::Rejected {
+                reason: e.to_string(),
+            };
+        }
+        if event.event_type().topic() != gpuledger_schemas::Topic::Ledger {
+            return Outcome::Rejected {
+                reason: format!("{} is not a ledger event", event.event_type().name()),
+            };
+        }
+        // Work on a copy so that a rejection changes nothing, not even time.
+        let mut next = self.clone();
+        let cause = Cause::new(position, event);
+        match next.apply_inner(&cause, event) {
+            Ok((decisions, warnings)) => {
+                next.applied.insert(event.envelope.event_id.clone());
+                *self = next;
+                Outcome::Applied {
+                    decisions,
+                    warnings,
+                }
+            }
+            Err(reason) => Outcome::Rejected { reason },
+        }
+    }
+
+    fn apply_inner(
+        &mut self,
+        cause: &Cause,
+        event: &Event,
+    ) -> Result<(Vec<Event>, Vec<String>), String> {
+        let at = event.envelope.event_time;
+        let now = self.now.map_or(at, |n| n.max(at));
+        let mut out = decide::Decisions::new(cause);
+        // Timers due up to the new `now` fire first, in time order.
+        timers::fire_due(self, now, &mut out);
+        self.now = Some(now);
+        let mut warnings = Vec::new();
+        match &event.body {
+            EventBody::NodeInventory(e) => {
+                let pool = self.pools.entry(e.pool.clone()).or_default();
+                pool.inventory.replace_node(e, at)?;
+            }
+            EventBody::DeviceHealth(e) => {
+                self.pool_mut(&e.pool)?.inventory.set_health(e, at);
+            }
+            EventBody::MigAssignment(e) => {
+                self.pool_mut(&e.pool)?;
+            }
+            EventBody::TenantPolicy(e) => {
+                let pool = self.pool_mut(&e.pool)?;
+                pool.policies.insert(e.tenant.clone(), e.clone());
+                let nominal: Ge = pool
+                    .policies
+                    .values()
+                    .map(|p| Ge::from_decimal(&p.nominal_ge))
+                    .sum();
+                let capacity = pool.inventory.capacity();
+                if nominal > capacity {
+                    warnings.push(format!(
+                        "pool {}: nominal quotas add up to {nominal} GE, more than its capacity of {capacity} GE",
+                        e.pool
+                    ));
+                }
+            }
+            EventBody::PriceBook(e) => {
+                self.price_books
+                    .insert(e.clone())
+                    .map_err(|e| e.to_string())?;
+            }
+            EventBody::UsageRecord(e) => {
+                self.pool_mut(&e.pool)?;
+            }
+            EventBody::UnattributedProcess(e) => {
+                self.pool_mut(&e.pool)?;
+                out.unmetered(e);
+            }
+            EventBody::Clock(e) => {
+                self.pool_mut(&e.pool)?;
+            }
+            EventBody::AdmissionRequest(e) => admission::request(self, e, &mut out)?,
+            EventBody::ReservationRequest(e) => reservations::request(self, e, &mut out)?,
+            EventBody::ReservationCancel(e) => reservations::cancel(self, e, &mut out)?,
+            EventBody::JobEvent(e) => jobs::apply(self, e, at, &mut out)?,
+            other => {
+                return Err(format!(
+                    "{} is not a ledger event",
+                    other.event_type().name()
+                ));
+            }
+        }
+        Ok((out.finish(), warnings))
+    }
+
+    pub(crate) fn pool_mut(&mut self, name: &str) -> Result<&mut Pool, String> {
+        self.pools.get_mut(name).ok_or_else(|| {
+            format!("unknown pool {name:?}: a pool exists once a NodeInventory names it")
+        })
+    }
+
+    pub(crate) fn current(&self) -> Timestamp {
+        self.now.unwrap_or(Timestamp::from_micros(0))
+    }
+
+    pub(crate) fn take_admission_seq(&mut self) -> u64 {
+        self.next_admission_seq += 1;
+        self.next_admission_seq
+    }
+}
+
+impl Pool {
+    pub(crate) fn policy_ge(&self, tenant: &str) -> (Ge, Ge) {
+        self.policies
+            .get(tenant)
+            .map_or((Ge::zero(), Ge::zero()), |p| {
+                (
+                    Ge::from_decimal(&p.nominal_ge),
+                    Ge::from_decimal(&p.burst_ge),
+                )
+            })
+    }
+
+    /// Σ GE of `tenant`'s holds of `kind`.
+    pub(crate) fn use_of(&self, tenant: &str, kind: HoldKind) -> Ge {
+        self.holds
+            .values()
+            .filter(|h| h.tenant == tenant && h.kind == kind)
+            .map(|h| h.ge.clone())
+            .sum()
+    }
+
+    /// Σ GE of `tenant`'s confirmed reservations active at `at`.
+    pub(crate) fn active_reserved(&self, tenant: &str, at: Timestamp) -> Ge {
+        self.reservations
+            .values()
+            .filter(|r| r.tenant == tenant && r.active_at(at))
+            .map(|r| r.ge.clone())
+            .sum()
+    }
+
+    /// Capacity − Σ nominal.
+    pub(crate) fn spare(&self) -> Ge {
+        let nominal: Ge = self
+            .policies
+            .values()
+            .map(|p| Ge::from_decimal(&p.nominal_ge))
+            .sum();
+        self.inventory.capacity() - nominal
+    }
+}

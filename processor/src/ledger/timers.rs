@@ -1,0 +1,187 @@
+//! Timers: what becomes due as time passes — hold expiry, reservation
+//! windows opening and closing. They fire in time order before the event
+//! that moved time; at one instant, expiry first, then ends, then starts.
+
+use gpuledger_schemas::Timestamp;
+use gpuledger_schemas::events::{Enforcement, HoldKind};
+
+use super::decide::Decisions;
+use super::{Ge, Ledger};
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    /// (pool, job, attempt)
+    HoldExpiry(String, String, i32),
+    /// (pool, reservation)
+    ReservationEnd(String, String),
+    ReservationStart(String, String),
+}
+
+fn next_due(ledger: &Ledger, now: Timestamp) -> Option<(Timestamp, Timer)> {
+    let mut due: Vec<(Timestamp, Timer)> = Vec::new();
+    for (pool_name, pool) in &ledger.pools {
+        for ((job, attempt), hold) in &pool.holds {
+            if let Some(at) = hold.expires_at.filter(|at| *at <= now) {
+                due.push((
+                    at,
+                    Timer::HoldExpiry(pool_name.clone(), job.clone(), *attempt),
+                ));
+            }
+        }
+        for (id, r) in pool
+            .reservations
+            .iter()
+            .filter(|(_, r)| r.confirmed && !r.closed)
+        {
+            if !r.opened && r.start <= now && r.start < r.effective_end() {
+                due.push((
+                    r.start,
+                    Timer::ReservationStart(pool_name.clone(), id.clone()),
+                ));
+            } else if r.effective_end() <= now {
+                due.push((
+                    r.effective_end(),
+                    Timer::ReservationEnd(pool_name.clone(), id.clone()),
+                ));
+            }
+        }
+    }
+    due.into_iter().min()
+}
+
+/// Fires every timer due at or before `now`, in order.
+pub(crate) fn fire_due(ledger: &mut Ledger, now: Timestamp, out: &mut Decisions<'_>) {
+    while let Some((at, timer)) = next_due(ledger, now) {
+        out.at(at);
+        match timer {
+            Timer::HoldExpiry(pool, job, attempt) => {
+                if let Some(p) = ledger.pools.get_mut(&pool) {
+                    p.holds.remove(&(job, attempt));
+                }
+            }
+            Timer::ReservationStart(pool, id) => open_reservation(ledger, &pool, &id, at, out),
+            Timer::ReservationEnd(pool, id) => close_reservation(ledger, &pool, &id, at, out),
+        }
+    }
+    out.at(now);
+}
+
+/// A window opens: the tenant's holds move to `reserved` — burst first, then
+/// quota, oldest admission first — while each fits the reserved GE not yet used.
+fn open_reservation(
+    ledger: &mut Ledger,
+    pool_name: &str,
+    id: &str,
+    at: Timestamp,
+    out: &mut Decisions<'_>,
+) {
+    let Some(pool) = ledger.pools.get_mut(pool_name) else {
+        return;
+    };
+    let Some(reservation) = pool.reservations.get_mut(id) else {
+        return;
+    };
+    reservation.opened = true;
+    let tenant = reservation.tenant.clone();
+    let mut free = pool.active_reserved(&tenant, at) - pool.use_of(&tenant, HoldKind::Reserved);
+    for from in [HoldKind::Burst, HoldKind::Quota] {
+        let mut candidates: Vec<((String, i32), u64, Ge)> = pool
+            .holds
+            .iter()
+            .filter(|(_, h)| h.tenant == tenant && h.kind == from)
+            .map(|(k, h)| (k.clone(), h.admitted_seq, h.ge.clone()))
+            .collect();
+        candidates.sort_by_key(|(_, seq, _)| *seq);
+        for (key, _, ge) in candidates {
+            if ge > free {
+                continue;
+            }
+            free = free - ge;
+            if let Some(hold) = pool.holds.get_mut(&key) {
+                hold.kind = HoldKind::Reserved;
+            }
+            out.reclassified(
+                pool_name,
+                &tenant,
+                (&key.0, key.1),
+                from,
+                HoldKind::Reserved,
+                at,
+            );
+        }
+    }
+}
+
+/// A window closes (its end passed, or it was cancelled): the tenant's
+/// reserved holds go, oldest admission first, to quota if they fit nominal,
+/// else burst if they fit burst_ge, else burst with a `QuotaViolation` —
+/// until reserved use fits the reserved GE still active.
+pub(crate) fn close_reservation(
+    ledger: &mut Ledger,
+    pool_name: &str,
+    id: &str,
+    at: Timestamp,
+    out: &mut Decisions<'_>,
+) {
+    let Some(pool) = ledger.pools.get_mut(pool_name) else {
+        return;
+    };
+    let Some(reservation) = pool.reservations.get_mut(id) else {
+        return;
+    };
+    let was_open = reservation.opened;
+    reservation.closed = true;
+    reservation.opened = true;
+    if !was_open {
+        return;
+    }
+    let tenant = reservation.tenant.clone();
+    let remaining = pool.active_reserved(&tenant, at);
+    let (nominal, burst_ge) = pool.policy_ge(&tenant);
+    let enforcement = pool
+        .policies
+        .get(&tenant)
+        .map_or(Enforcement::Alert, |p| p.enforcement);
+    let mut reserved: Vec<((String, i32), u64, Ge)> = pool
+        .holds
+        .iter()
+        .filter(|(_, h)| h.tenant == tenant && h.kind == HoldKind::Reserved)
+        .map(|(k, h)| (k.clone(), h.admitted_seq, h.ge.clone()))
+        .collect();
+    reserved.sort_by_key(|(_, seq, _)| *seq);
+    for (key, _, ge) in reserved {
+        if pool.use_of(&tenant, HoldKind::Reserved) <= remaining {
+            break;
+        }
+        let quota_room = nominal.clone() - pool.use_of(&tenant, HoldKind::Quota);
+        let burst_room = burst_ge.clone() - pool.use_of(&tenant, HoldKind::Burst);
+        let to = if ge <= quota_room {
+            HoldKind::Quota
+        } else {
+            HoldKind::Burst
+        };
+        if let Some(hold) = pool.holds.get_mut(&key) {
+            hold.kind = to;
+        }
+        out.reclassified(
+            pool_name,
+            &tenant,
+            (&key.0, key.1),
+            HoldKind::Reserved,
+            to,
+            at,
+        );
+        if to == HoldKind::Burst && ge > burst_room {
+            let observed = pool.use_of(&tenant, HoldKind::Burst);
+            out.violation(
+                pool_name,
+                &tenant,
+                Some((&key.0, key.1)),
+                &observed,
+                &burst_ge,
+                enforcement,
+                "reservation_ended_over_quota",
+            );
+        }
+    }
+}
