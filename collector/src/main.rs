@@ -28,8 +28,7 @@ enum Command {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     cli.log.init();
-    let (trigger, shutdown) = Shutdown::new();
-    trigger.on_signals();
+    let shutdown = Shutdown::from_signals();
     match cli.command {
         Command::Simulate(args) => {
             let summary = gpuledger_collector::run_simulation(&args, shutdown).await?;

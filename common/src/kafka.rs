@@ -128,6 +128,45 @@ pub const PRODUCER_SETTINGS: &[(&str, &str)] = &[
     ("message.timeout.ms", "120000"),
 ];
 
+/// One event as a Kafka record: its topic, key, Avro value and CloudEvents
+/// headers (DESIGN §2).
+#[derive(Debug)]
+pub struct WireRecord {
+    pub topic: String,
+    pub key: String,
+    pub payload: Vec<u8>,
+    pub headers: OwnedHeaders,
+}
+
+impl WireRecord {
+    /// Encodes `event` for the topic its type travels on, under `prefix`.
+    pub fn new(codec: &Codec, event: &Event, prefix: &str) -> Result<Self> {
+        let headers = cloud_event_headers(event).iter().fold(
+            OwnedHeaders::new_with_capacity(6),
+            |h, (key, value)| {
+                h.insert(Header {
+                    key,
+                    value: Some(value.as_bytes()),
+                })
+            },
+        );
+        Ok(Self {
+            topic: event.event_type().topic().name(prefix),
+            key: event.key().to_owned(),
+            payload: codec.encode(event)?,
+            headers,
+        })
+    }
+
+    /// The record to hand to a producer.
+    pub fn record(&self) -> FutureRecord<'_, str, [u8]> {
+        FutureRecord::to(&self.topic)
+            .key(self.key.as_str())
+            .payload(self.payload.as_slice())
+            .headers(self.headers.clone())
+    }
+}
+
 /// Sends events to their topics in the wire format, keeping at most
 /// `window` deliveries in flight.
 pub struct EventProducer {
@@ -173,22 +212,9 @@ impl EventProducer {
     /// Queues one event; waits for older deliveries when the window is full
     /// or librdkafka's queue is (backpressure, never a dropped record).
     pub async fn send(&mut self, event: &Event) -> Result<()> {
-        let payload = self.codec.encode(event)?;
-        let topic = event.event_type().topic().name(&self.prefix);
-        let headers = cloud_event_headers(event).iter().fold(
-            OwnedHeaders::new_with_capacity(6),
-            |h, (key, value)| {
-                h.insert(Header {
-                    key,
-                    value: Some(value.as_bytes()),
-                })
-            },
-        );
-        let key = event.key();
-        let mut record = FutureRecord::to(&topic)
-            .key(key)
-            .payload(&payload)
-            .headers(headers);
+        let wire = WireRecord::new(self.codec, event, &self.prefix)?;
+        let topic = wire.topic.clone();
+        let mut record = wire.record();
         loop {
             while self.in_flight.len() >= self.window {
                 self.settle_oldest().await?;
@@ -246,6 +272,46 @@ impl EventProducer {
 
 /// Header on a dead letter naming why it could not be processed.
 pub const DLQ_REASON_HEADER: &str = "gpuledger_dlq_reason";
+
+/// The dead letter for `original`: its key, value and headers, plus the
+/// reason and where it came from, for the DLQ topic `dlq_topic`.
+pub fn dead_letter<'a, M: rdkafka::Message>(
+    dlq_topic: &'a str,
+    original: &'a M,
+    reason: &str,
+) -> FutureRecord<'a, [u8], [u8]> {
+    use rdkafka::message::Headers;
+    let mut headers = OwnedHeaders::new();
+    if let Some(existing) = original.headers() {
+        for h in existing.iter() {
+            headers = headers.insert(Header {
+                key: h.key,
+                value: h.value,
+            });
+        }
+    }
+    let partition = original.partition().to_string();
+    let offset = original.offset().to_string();
+    for (key, value) in [
+        (DLQ_REASON_HEADER, reason),
+        ("gpuledger_dlq_topic", original.topic()),
+        ("gpuledger_dlq_partition", &partition),
+        ("gpuledger_dlq_offset", &offset),
+    ] {
+        headers = headers.insert(Header {
+            key,
+            value: Some(value.as_bytes()),
+        });
+    }
+    let mut record = FutureRecord::<[u8], [u8]>::to(dlq_topic).headers(headers);
+    if let Some(key) = original.key() {
+        record = record.key(key);
+    }
+    if let Some(payload) = original.payload() {
+        record = record.payload(payload);
+    }
+    record
+}
 
 /// Sends records that could not be decoded or validated to the DLQ topic,
 /// with their original key, value and headers and the reason in headers.

@@ -21,6 +21,14 @@ impl Shutdown {
         (ShutdownTrigger { tx }, Shutdown { rx })
     }
 
+    /// A handle that fires on Ctrl-C or SIGTERM: what every binary's
+    /// `main` uses. Must be called inside a Tokio runtime.
+    pub fn from_signals() -> Shutdown {
+        let (trigger, shutdown) = Shutdown::new();
+        trigger.on_signals();
+        shutdown
+    }
+
     /// A handle that never fires (for one-shot runs and tests).
     pub fn never() -> Shutdown {
         let (trigger, shutdown) = Shutdown::new();

@@ -6,6 +6,7 @@
 
 pub mod history;
 pub mod ledger;
+pub mod ledger_worker;
 pub mod telemetry;
 
 /// What went wrong in the processor.
@@ -23,6 +24,9 @@ pub enum Error {
     /// Building a history batch.
     #[error("history batch: {0}")]
     History(String),
+    /// Running the ledger.
+    #[error("ledger: {0}")]
+    Ledger(String),
 }
 
 /// Result with the processor's [`Error`].

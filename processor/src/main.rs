@@ -1,12 +1,14 @@
 //! `gpuledger-processor`: the processor's command line.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use gpuledger_common::history::HistoryArgs;
 use gpuledger_common::kafka::KafkaArgs;
 use gpuledger_common::log::LogArgs;
 use gpuledger_common::shutdown::Shutdown;
+use gpuledger_processor::ledger::LedgerConfig;
+use gpuledger_processor::ledger_worker::{self, LedgerWorkerConfig};
 use gpuledger_processor::telemetry::{self, RollingPolicy, TelemetryWriterConfig};
 
 /// Folds the gpuledger event log into decisions and Parquet history.
@@ -31,9 +33,8 @@ struct RunArgs {
     #[command(flatten)]
     kafka: KafkaArgs,
 
-    /// Root folder of the Parquet history.
-    #[arg(long, env = "GPULEDGER_HISTORY_ROOT", default_value = "var/history")]
-    history_root: PathBuf,
+    #[command(flatten)]
+    history: HistoryArgs,
 
     /// Kafka consumer group of this processor deployment.
     #[arg(
@@ -50,26 +51,62 @@ struct RunArgs {
     /// Roll a history file once its oldest row is this old (milliseconds).
     #[arg(long, default_value_t = 2_000)]
     flush_interval_ms: u64,
+
+    /// How long an admission holds its GE if the attempt never starts (minutes).
+    #[arg(long, env = "GPULEDGER_HOLD_TTL_MINUTES", default_value_t = 15)]
+    hold_ttl_minutes: i64,
+
+    /// Ledger events per decision transaction at most.
+    #[arg(long, default_value_t = 500)]
+    ledger_batch: usize,
+
+    /// How long a decision transaction waits to fill (milliseconds).
+    #[arg(long, default_value_t = 50)]
+    ledger_linger_ms: u64,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     cli.log.init();
-    let (trigger, shutdown) = Shutdown::new();
-    trigger.on_signals();
+    let shutdown = Shutdown::from_signals();
     match cli.command {
         Command::Run(args) => {
+            let ledger = LedgerWorkerConfig {
+                kafka: args.kafka.clone(),
+                group_id: format!("{}-ledger", args.group_id),
+                ledger: LedgerConfig {
+                    hold_ttl_micros: args.hold_ttl_minutes * 60 * 1_000_000,
+                },
+                max_batch: args.ledger_batch,
+                linger: Duration::from_millis(args.ledger_linger_ms),
+            };
             let config = TelemetryWriterConfig {
                 kafka: args.kafka,
                 group_id: args.group_id,
-                history_root: args.history_root,
+                history_root: args.history.root,
                 rolling: RollingPolicy {
                     max_rows: args.flush_rows,
                     max_age: Duration::from_millis(args.flush_interval_ms),
                 },
             };
-            telemetry::run(&config, shutdown).await?;
+            // Two tasks; the first to fail stops the process (a restart
+            // resumes both from their durable progress).
+            let telemetry_shutdown = shutdown.clone();
+            let mut telemetry =
+                tokio::spawn(async move { telemetry::run(&config, telemetry_shutdown).await });
+            let mut ledger =
+                tokio::spawn(async move { ledger_worker::run(&ledger, shutdown).await });
+            tokio::select! {
+                done = &mut telemetry => {
+                    done??;
+                    ledger.await??;
+                }
+                done = &mut ledger => {
+                    done??;
+                    telemetry.await??;
+                }
+            }
         }
     }
     Ok(())

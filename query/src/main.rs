@@ -2,9 +2,9 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+use gpuledger_common::history::HistoryArgs;
 use gpuledger_common::log::LogArgs;
 use gpuledger_common::shutdown::Shutdown;
 use gpuledger_query::QueryConfig;
@@ -28,9 +28,8 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct ServeArgs {
-    /// Root folder of the Parquet history.
-    #[arg(long, env = "GPULEDGER_HISTORY_ROOT", default_value = "var/history")]
-    history_root: PathBuf,
+    #[command(flatten)]
+    history: HistoryArgs,
 
     /// Address of the HTTP API; port 0 picks a free one (printed on stdout).
     #[arg(long, env = "GPULEDGER_QUERY_LISTEN", default_value = "127.0.0.1:8080")]
@@ -41,12 +40,11 @@ struct ServeArgs {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     cli.log.init();
-    let (trigger, shutdown) = Shutdown::new();
-    trigger.on_signals();
+    let shutdown = Shutdown::from_signals();
     match cli.command {
         Command::Serve(args) => {
             let config = QueryConfig {
-                history_root: args.history_root,
+                history_root: args.history.root,
                 listen: args.listen,
             };
             gpuledger_query::run(&config, shutdown, |addr| {

@@ -200,6 +200,12 @@ impl Service {
             .unwrap_or_else(|_| panic!("{} printed no line starting with {prefix:?}", self.name))
     }
 
+    /// Kills it at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// True while the process runs.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))

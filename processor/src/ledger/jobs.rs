@@ -51,13 +51,9 @@ pub(crate) fn apply(
 
     match e.state {
         JobState::Submitted => {
-            pool.attempts.entry(key).or_insert_with(|| Attempt {
-                tenant: e.tenant.clone(),
-                phase: AttemptPhase::Submitted,
-                started_at: None,
-                devices: BTreeSet::new(),
-                unadmitted_ge: None,
-            });
+            pool.attempts
+                .entry(key)
+                .or_insert_with(|| Attempt::new(&e.tenant));
         }
         JobState::Started if phase == Some(AttemptPhase::Running) => {
             // Another node of a multi-node job: add its devices, keep the first start.
@@ -105,13 +101,10 @@ pub(crate) fn apply(
                 );
                 unadmitted_ge = Some(ge);
             }
-            let attempt = pool.attempts.entry(key).or_insert_with(|| Attempt {
-                tenant: e.tenant.clone(),
-                phase: AttemptPhase::Submitted,
-                started_at: None,
-                devices: BTreeSet::new(),
-                unadmitted_ge: None,
-            });
+            let attempt = pool
+                .attempts
+                .entry(key)
+                .or_insert_with(|| Attempt::new(&e.tenant));
             attempt.phase = AttemptPhase::Running;
             attempt.started_at = Some(at);
             attempt.devices = devices;
@@ -137,12 +130,9 @@ pub(crate) fn apply(
 }
 
 fn end(pool: &mut super::Pool, key: (String, i32), e: &JobEvent, _at: Timestamp) {
-    let attempt = pool.attempts.entry(key).or_insert_with(|| Attempt {
-        tenant: e.tenant.clone(),
-        phase: AttemptPhase::Submitted,
-        started_at: None,
-        devices: BTreeSet::new(),
-        unadmitted_ge: None,
-    });
+    let attempt = pool
+        .attempts
+        .entry(key)
+        .or_insert_with(|| Attempt::new(&e.tenant));
     attempt.phase = AttemptPhase::Ended;
 }

@@ -101,6 +101,19 @@ pub(crate) struct Attempt {
     pub(crate) unadmitted_ge: Option<Ge>,
 }
 
+impl Attempt {
+    /// A new attempt, not yet started.
+    pub(crate) fn new(tenant: &str) -> Self {
+        Self {
+            tenant: tenant.to_owned(),
+            phase: AttemptPhase::Submitted,
+            started_at: None,
+            devices: BTreeSet::new(),
+            unadmitted_ge: None,
+        }
+    }
+}
+
 /// A reservation as the ledger knows it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Reservation {
@@ -312,6 +325,20 @@ impl Pool {
             .filter(|h| h.tenant == tenant && h.kind == kind)
             .map(|h| h.ge.clone())
             .sum()
+    }
+
+    /// `tenant`'s holds of `kind`, oldest admission first.
+    pub(crate) fn holds_by_age(&self, tenant: &str, kind: HoldKind) -> Vec<((String, i32), Ge)> {
+        let mut holds: Vec<(&(String, i32), &Hold)> = self
+            .holds
+            .iter()
+            .filter(|(_, h)| h.tenant == tenant && h.kind == kind)
+            .collect();
+        holds.sort_by_key(|(_, h)| h.admitted_seq);
+        holds
+            .into_iter()
+            .map(|(k, h)| (k.clone(), h.ge.clone()))
+            .collect()
     }
 
     /// Σ GE of `tenant`'s confirmed reservations active at `at`.

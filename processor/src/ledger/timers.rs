@@ -5,8 +5,8 @@
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::events::{Enforcement, HoldKind};
 
+use super::Ledger;
 use super::decide::Decisions;
-use super::{Ge, Ledger};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Timer {
@@ -85,14 +85,7 @@ fn open_reservation(
     let tenant = reservation.tenant.clone();
     let mut free = pool.active_reserved(&tenant, at) - pool.use_of(&tenant, HoldKind::Reserved);
     for from in [HoldKind::Burst, HoldKind::Quota] {
-        let mut candidates: Vec<((String, i32), u64, Ge)> = pool
-            .holds
-            .iter()
-            .filter(|(_, h)| h.tenant == tenant && h.kind == from)
-            .map(|(k, h)| (k.clone(), h.admitted_seq, h.ge.clone()))
-            .collect();
-        candidates.sort_by_key(|(_, seq, _)| *seq);
-        for (key, _, ge) in candidates {
+        for (key, ge) in pool.holds_by_age(&tenant, from) {
             if ge > free {
                 continue;
             }
@@ -142,14 +135,7 @@ pub(crate) fn close_reservation(
         .policies
         .get(&tenant)
         .map_or(Enforcement::Alert, |p| p.enforcement);
-    let mut reserved: Vec<((String, i32), u64, Ge)> = pool
-        .holds
-        .iter()
-        .filter(|(_, h)| h.tenant == tenant && h.kind == HoldKind::Reserved)
-        .map(|(k, h)| (k.clone(), h.admitted_seq, h.ge.clone()))
-        .collect();
-    reserved.sort_by_key(|(_, seq, _)| *seq);
-    for (key, _, ge) in reserved {
+    for (key, ge) in pool.holds_by_age(&tenant, HoldKind::Reserved) {
         if pool.use_of(&tenant, HoldKind::Reserved) <= remaining {
             break;
         }

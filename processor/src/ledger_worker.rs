@@ -1,0 +1,287 @@
+//! The ledger worker: the Kafka loop around the pure state machine.
+//!
+//! It reads every partition of `gpuledger.ledger` and folds each into its
+//! own [`Ledger`]. Decisions (and dead letters for rejected events) go out
+//! in one Kafka transaction per partition and batch, together with the
+//! consumed offsets (`send_offsets_to_transaction`), so a crash never loses
+//! or repeats a decision: on restart each partition is replayed silently up
+//! to its committed offset to rebuild the state, then processing resumes.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use gpuledger_common::kafka::{KafkaArgs, PRODUCER_SETTINGS, WireRecord, dead_letter};
+use gpuledger_common::shutdown::Shutdown;
+use gpuledger_schemas::{Codec, Event, Topic};
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::OwnedMessage;
+use rdkafka::producer::{FutureProducer, Producer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
+use crate::{Error, Result};
+
+/// Settings of the ledger worker.
+#[derive(Debug, Clone)]
+pub struct LedgerWorkerConfig {
+    pub kafka: KafkaArgs,
+    /// Consumer group; also the stem of each partition's `transactional.id`.
+    pub group_id: String,
+    pub ledger: LedgerConfig,
+    /// Events per transaction at most.
+    pub max_batch: usize,
+    /// How long a batch may wait to fill.
+    pub linger: Duration,
+}
+
+/// What one consumed record produces.
+enum Output {
+    Decision(Box<Event>),
+    DeadLetter {
+        original: OwnedMessage,
+        reason: String,
+    },
+}
+
+/// One partition: its state machine, its transactional producer, and the
+/// offset below which records were already decided before this start.
+struct PartitionWorker {
+    ledger: Ledger,
+    producer: FutureProducer,
+    replay_until: i64,
+    pending: Vec<Output>,
+    next_offset: Option<i64>,
+}
+
+const TXN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs until shutdown.
+pub async fn run(config: &LedgerWorkerConfig, mut shutdown: Shutdown) -> Result<()> {
+    let topic = config.kafka.topic(Topic::Ledger);
+    let consumer: StreamConsumer = config
+        .kafka
+        .client_config(&[
+            ("group.id", &config.group_id),
+            ("client.id", "gpuledger-processor-ledger"),
+            ("enable.auto.commit", "false"),
+            ("isolation.level", "read_committed"),
+            ("auto.offset.reset", "earliest"),
+        ])?
+        .create()?;
+    let partitions = partitions_of(&consumer, &topic)?;
+    // Producers first: `init_transactions` fences an earlier instance and
+    // aborts the transaction it left open. Until then the group's offsets
+    // are unstable and reading them would wait for the transaction timeout.
+    let mut producers = BTreeMap::new();
+    for &partition in &partitions {
+        producers.insert(partition, transactional_producer(config, partition)?);
+    }
+    let committed = committed_offsets(&consumer, &topic, &partitions)?;
+    let mut assignment = TopicPartitionList::new();
+    let mut workers = BTreeMap::new();
+    for (partition, producer) in producers {
+        assignment.add_partition_offset(&topic, partition, Offset::Beginning)?;
+        workers.insert(
+            partition,
+            PartitionWorker {
+                ledger: Ledger::new(config.ledger),
+                producer,
+                replay_until: committed.get(&partition).copied().unwrap_or(0),
+                pending: Vec::new(),
+                next_offset: None,
+            },
+        );
+    }
+    consumer.assign(&assignment)?;
+    tracing::info!(%topic, partitions = partitions.len(), ?committed, "ledger worker started");
+
+    let codec = Codec::builtin();
+    let dlq_topic = config.kafka.topic(Topic::Dlq);
+    let mut buffered = 0usize;
+    loop {
+        let received = tokio::select! {
+            _ = shutdown.wait() => break,
+            r = tokio::time::timeout(config.linger, consumer.recv()) => r,
+        };
+        match received {
+            Ok(Ok(message)) => {
+                let partition = message.partition();
+                let offset = message.offset();
+                let Some(worker) = workers.get_mut(&partition) else {
+                    continue;
+                };
+                let position = Position { partition, offset };
+                let decoded = codec.decode(message.payload().unwrap_or_default());
+                if offset < worker.replay_until {
+                    // Decided before this start: rebuild state, emit nothing.
+                    if let Ok(event) = decoded {
+                        worker.ledger.apply(position, &event);
+                    }
+                    continue;
+                }
+                let outcome = match decoded {
+                    Ok(event) => worker.ledger.apply(position, &event),
+                    Err(e) => Outcome::Rejected {
+                        reason: e.to_string(),
+                    },
+                };
+                match outcome {
+                    Outcome::Applied {
+                        decisions,
+                        warnings,
+                    } => {
+                        for warning in warnings {
+                            tracing::warn!(partition, offset, %warning, "ledger warning");
+                        }
+                        worker
+                            .pending
+                            .extend(decisions.into_iter().map(|d| Output::Decision(Box::new(d))));
+                    }
+                    Outcome::Duplicate => {}
+                    Outcome::Rejected { reason } => {
+                        tracing::warn!(partition, offset, %reason, "ledger event rejected; sent to the DLQ");
+                        worker.pending.push(Output::DeadLetter {
+                            original: message.detach(),
+                            reason,
+                        });
+                    }
+                }
+                worker.next_offset = Some(offset + 1);
+                buffered += 1;
+                if buffered >= config.max_batch {
+                    tokio::task::block_in_place(|| {
+                        commit_all(
+                            &consumer,
+                            &topic,
+                            &dlq_topic,
+                            codec,
+                            &config.kafka,
+                            &mut workers,
+                        )
+                    })?;
+                    buffered = 0;
+                }
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "ledger consumer error; retrying"),
+            Err(_idle) => {
+                if buffered > 0 {
+                    tokio::task::block_in_place(|| {
+                        commit_all(
+                            &consumer,
+                            &topic,
+                            &dlq_topic,
+                            codec,
+                            &config.kafka,
+                            &mut workers,
+                        )
+                    })?;
+                    buffered = 0;
+                }
+            }
+        }
+    }
+    tokio::task::block_in_place(|| {
+        commit_all(
+            &consumer,
+            &topic,
+            &dlq_topic,
+            codec,
+            &config.kafka,
+            &mut workers,
+        )
+    })?;
+    tracing::info!("ledger worker stopped");
+    Ok(())
+}
+
+/// One transaction per partition with something to commit: its decisions,
+/// its dead letters and its next offset, all or nothing.
+fn commit_all(
+    consumer: &StreamConsumer,
+    topic: &str,
+    dlq_topic: &str,
+    codec: &Codec,
+    kafka: &KafkaArgs,
+    workers: &mut BTreeMap<i32, PartitionWorker>,
+) -> Result<()> {
+    let group = consumer
+        .group_metadata()
+        .ok_or_else(|| Error::Ledger("the ledger consumer has no group metadata".into()))?;
+    for (&partition, worker) in workers.iter_mut() {
+        let Some(next_offset) = worker.next_offset.take() else {
+            continue;
+        };
+        let producer = &worker.producer;
+        producer.begin_transaction()?;
+        for output in worker.pending.drain(..) {
+            let sent = match &output {
+                Output::Decision(event) => {
+                    let wire = WireRecord::new(codec, event, &kafka.topic_prefix)?;
+                    producer
+                        .send_result(wire.record())
+                        .map(drop)
+                        .map_err(|(e, _)| e)
+                }
+                Output::DeadLetter { original, reason } => producer
+                    .send_result(dead_letter(dlq_topic, original, reason))
+                    .map(drop)
+                    .map_err(|(e, _)| e),
+            };
+            sent?;
+        }
+        let mut offsets = TopicPartitionList::new();
+        offsets.add_partition_offset(topic, partition, Offset::Offset(next_offset))?;
+        producer.send_offsets_to_transaction(&offsets, &group, TXN_TIMEOUT)?;
+        producer.commit_transaction(TXN_TIMEOUT)?;
+    }
+    Ok(())
+}
+
+fn transactional_producer(config: &LedgerWorkerConfig, partition: i32) -> Result<FutureProducer> {
+    let transactional_id = format!("{}-ledger-{partition}", config.group_id);
+    let mut settings = PRODUCER_SETTINGS.to_vec();
+    settings.push(("transactional.id", &transactional_id));
+    // At least the producer's message timeout, as librdkafka requires.
+    settings.push(("transaction.timeout.ms", "120000"));
+    settings.push(("client.id", "gpuledger-processor-decisions"));
+    let producer: FutureProducer = config.kafka.client_config(&settings)?.create()?;
+    // Fences any older instance holding the same id and aborts what it left open.
+    producer.init_transactions(TXN_TIMEOUT)?;
+    Ok(producer)
+}
+
+fn partitions_of(consumer: &StreamConsumer, topic: &str) -> Result<Vec<i32>> {
+    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(30))?;
+    let partitions: Vec<i32> = metadata
+        .topics()
+        .iter()
+        .filter(|t| t.name() == topic)
+        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+        .collect();
+    if partitions.is_empty() {
+        return Err(Error::Ledger(format!(
+            "topic {topic} has no partitions (does it exist?)"
+        )));
+    }
+    Ok(partitions)
+}
+
+fn committed_offsets(
+    consumer: &StreamConsumer,
+    topic: &str,
+    partitions: &[i32],
+) -> Result<BTreeMap<i32, i64>> {
+    let mut list = TopicPartitionList::new();
+    for &p in partitions {
+        list.add_partition(topic, p);
+    }
+    let committed = consumer.committed_offsets(list, Duration::from_secs(30))?;
+    Ok(committed
+        .elements()
+        .iter()
+        .filter_map(|e| match e.offset() {
+            Offset::Offset(o) => Some((e.partition(), o)),
+            _ => None,
+        })
+        .collect())
+}

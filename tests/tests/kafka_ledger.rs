@@ -1,0 +1,216 @@
+//! The ledger through the real broker: events in, decisions out in Kafka
+//! transactions, exactly once even when the processor is killed.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use gpuledger_common::kafka::{DLQ_REASON_HEADER, EventProducer, KafkaArgs};
+use gpuledger_schemas::{Codec, Event, EventBody};
+use gpuledger_tests::{Service, WorkDir, create_topics, require_broker, unique_prefix};
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+
+fn example(name: &str) -> String {
+    let path = format!(
+        "{}/../../shared/examples/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// A record's value and headers.
+type Record = (Vec<u8>, Vec<(String, String)>);
+
+/// Every committed record of `topic` so far, read from the beginning until
+/// `want` records arrived or `timeout` passed.
+fn read_committed(bootstrap: &str, topic: &str, want: usize, timeout: Duration) -> Vec<Record> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("reader-{topic}-{}", std::process::id()))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create()
+        .expect("consumer");
+    consumer.subscribe(&[topic]).expect("subscribe");
+    let deadline = Instant::now() + timeout;
+    let mut out = Vec::new();
+    while out.len() < want && Instant::now() < deadline {
+        let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) else {
+            continue;
+        };
+        let headers = m
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|x| {
+                        (
+                            x.key.to_owned(),
+                            String::from_utf8_lossy(x.value.unwrap_or_default()).into_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push((m.payload().unwrap_or_default().to_vec(), headers));
+    }
+    out
+}
+
+fn processor(bootstrap: &str, prefix: &str, work: &WorkDir, log: &str) -> Service {
+    let history = work.path().join("history");
+    Service::start(
+        "gpuledger-processor",
+        &[
+            "run",
+            "--kafka-bootstrap",
+            bootstrap,
+            "--topic-prefix",
+            prefix,
+            "--history-root",
+            history.to_str().unwrap(),
+            "--group-id",
+            &format!("{prefix}processor"),
+        ],
+        &work.path().join(log),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_ledger_decides_the_worked_example_exactly_once_across_a_kill() {
+    let bootstrap = require_broker();
+    let prefix = unique_prefix("ledger");
+    create_topics(&bootstrap, &prefix, 4).await;
+    let work = WorkDir::new("ledger");
+
+    // The worked example's ledger, plus one contradiction and one garbage record.
+    let mut events: Vec<Event> = example("mig-quota-basics.ndjson")
+        .lines()
+        .map(|l| Event::from_json_str(l).expect("example line"))
+        .collect();
+    let contradiction = Event::from_json_str(
+        r#"{"type":"JobEvent","event_id":"bad-1","event_time":"2026-11-30T00:00:00Z","source":"t","cluster":"c",
+            "pool":"h100","job_id":"ghost","attempt":1,"tenant":"team-vision","state":"completed"}"#,
+    )
+    .unwrap();
+    events.insert(events.len() - 2, contradiction);
+    let mut producer = EventProducer::new(&KafkaArgs::local(&bootstrap, &prefix), "test").unwrap();
+    for event in &events {
+        producer.send(event).await.unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).await.unwrap();
+    let raw: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .unwrap();
+    let ledger_topic = format!("{prefix}gpuledger.ledger");
+    raw.send(
+        FutureRecord::to(&ledger_topic)
+            .key("h200")
+            .payload(&b"not avro"[..]),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+
+    // Start, let it decide some, kill -9, start again.
+    let decisions_topic = format!("{prefix}gpuledger.decisions");
+    let mut first = processor(&bootstrap, &prefix, &work, "processor-1.log");
+    let some = read_committed(&bootstrap, &decisions_topic, 1, Duration::from_secs(60));
+    assert!(!some.is_empty(), "no decision within 60 s");
+    first.kill();
+    let _second = processor(&bootstrap, &prefix, &work, "processor-2.log");
+
+    let expected: serde_json::Value =
+        serde_json::from_str(&example("mig-quota-basics.decisions.json")).unwrap();
+    let expected = expected["decisions"].as_array().unwrap();
+    // Ask for one more than expected: a repeated decision would show up.
+    let records = read_committed(
+        &bootstrap,
+        &decisions_topic,
+        expected.len() + 1,
+        Duration::from_secs(20),
+    );
+    // Exactly once: as many decisions as the example has, no repeats.
+    assert_eq!(
+        records.len(),
+        expected.len(),
+        "decision records on the topic"
+    );
+    let codec = Codec::builtin();
+    let decisions: Vec<Event> = records
+        .iter()
+        .map(|(v, _)| codec.decode(v).unwrap())
+        .collect();
+    let ids: BTreeSet<&str> = decisions
+        .iter()
+        .map(|d| d.envelope.event_id.as_str())
+        .collect();
+    assert_eq!(ids.len(), decisions.len(), "a decision appears twice");
+    let mut got: Vec<serde_json::Value> = decisions
+        .iter()
+        .map(|d| {
+            let EventBody::AdmissionDecision(a) = &d.body else {
+                panic!("unexpected {d:?}")
+            };
+            serde_json::json!([
+                a.request_id,
+                a.decision.as_str(),
+                a.kind.map(|k| k.as_str()),
+                a.reason,
+                a.entitled_ge.to_string(),
+                a.used_ge.to_string(),
+                d.envelope.event_time.to_string(),
+                a.cause_event_id
+            ])
+        })
+        .collect();
+    let mut want: Vec<serde_json::Value> = expected
+        .iter()
+        .map(|e| {
+            serde_json::json!([
+                e["request_id"],
+                e["decision"],
+                e["kind"],
+                e["reason"],
+                e["entitled_ge"],
+                e["used_ge"],
+                e["at"],
+                e["event_id"]
+            ])
+        })
+        .collect();
+    got.sort_by_key(|v| v.to_string());
+    want.sort_by_key(|v| v.to_string());
+    assert_eq!(got, want);
+
+    // The contradiction and the garbage are in the DLQ, each with its reason.
+    let dlq = read_committed(
+        &bootstrap,
+        &format!("{prefix}gpuledger.dlq"),
+        2,
+        Duration::from_secs(30),
+    );
+    let reasons: Vec<String> = dlq
+        .iter()
+        .map(|(_, h)| {
+            h.iter()
+                .find(|(k, _)| k == DLQ_REASON_HEADER)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert!(
+        reasons.iter().any(|r| r.contains("never started")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("too short for Avro single-object encoding")),
+        "{reasons:?}"
+    );
+}
