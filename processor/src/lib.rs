@@ -4,6 +4,7 @@
 //! ledger into quota, reservation and budget decisions. The state machine
 //! stays pure; everything here that talks to Kafka or disk wraps it.
 
+pub mod api;
 pub mod history;
 pub mod ledger;
 pub mod ledger_worker;

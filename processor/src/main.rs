@@ -7,6 +7,10 @@ use gpuledger_common::history::HistoryArgs;
 use gpuledger_common::kafka::KafkaArgs;
 use gpuledger_common::log::LogArgs;
 use gpuledger_common::shutdown::Shutdown;
+use std::io::Write;
+
+use gpuledger_processor::api::auth::{TokenSpec, Tokens};
+use gpuledger_processor::api::{self, ApiState, waiters};
 use gpuledger_processor::ledger::LedgerConfig;
 use gpuledger_processor::ledger_worker::{self, LedgerWorkerConfig};
 use gpuledger_processor::telemetry::{self, RollingPolicy, TelemetryWriterConfig};
@@ -56,6 +60,28 @@ struct RunArgs {
     #[arg(long, env = "GPULEDGER_HOLD_TTL_MINUTES", default_value_t = 15)]
     hold_ttl_minutes: i64,
 
+    /// Address of the control API; port 0 picks a free one (printed on stdout).
+    #[arg(long, env = "GPULEDGER_API_LISTEN", default_value = "127.0.0.1:8081")]
+    api_listen: std::net::SocketAddr,
+
+    /// Control API tokens: `admin:TOKEN`, `scheduler:TOKEN`, `lead:TENANT:TOKEN`
+    /// (repeatable, or comma-separated in the environment).
+    #[arg(
+        long = "api-token",
+        env = "GPULEDGER_API_TOKENS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    api_tokens: Vec<TokenSpec>,
+
+    /// Cluster name carried by events the control API creates.
+    #[arg(long, env = "GPULEDGER_CLUSTER", default_value = "local")]
+    cluster: String,
+
+    /// How long `POST /v1/admission` waits for its decision (seconds).
+    #[arg(long, default_value_t = 10)]
+    admission_timeout_s: u64,
+
     /// Ledger events per decision transaction at most.
     #[arg(long, default_value_t = 500)]
     ledger_batch: usize,
@@ -82,7 +108,7 @@ async fn main() -> anyhow::Result<()> {
                 linger: Duration::from_millis(args.ledger_linger_ms),
             };
             let config = TelemetryWriterConfig {
-                kafka: args.kafka,
+                kafka: args.kafka.clone(),
                 group_id: args.group_id,
                 history_root: args.history.root,
                 rolling: RollingPolicy {
@@ -90,22 +116,49 @@ async fn main() -> anyhow::Result<()> {
                     max_age: Duration::from_millis(args.flush_interval_ms),
                 },
             };
-            // Two tasks; the first to fail stops the process (a restart
-            // resumes both from their durable progress).
-            let telemetry_shutdown = shutdown.clone();
-            let mut telemetry =
-                tokio::spawn(async move { telemetry::run(&config, telemetry_shutdown).await });
-            let mut ledger =
-                tokio::spawn(async move { ledger_worker::run(&ledger, shutdown).await });
-            tokio::select! {
-                done = &mut telemetry => {
-                    done??;
-                    ledger.await??;
-                }
-                done = &mut ledger => {
-                    done??;
-                    telemetry.await??;
-                }
+            let api_state = ApiState::new(
+                &args.kafka,
+                Tokens::new(&args.api_tokens),
+                &args.cluster,
+                Duration::from_secs(args.admission_timeout_s),
+            )?;
+            let listener = tokio::net::TcpListener::bind(args.api_listen).await?;
+            {
+                // The first stdout line is the API address, for scripts and tests.
+                let mut out = std::io::stdout().lock();
+                writeln!(
+                    out,
+                    "control API listening on http://{}",
+                    listener.local_addr()?
+                )?;
+                out.flush()?;
+            }
+            if args.api_tokens.is_empty() {
+                tracing::warn!("no --api-token given: every control API call will be refused");
+            }
+
+            // The first task to fail stops the process; a restart resumes
+            // each from its durable progress.
+            let mut tasks = tokio::task::JoinSet::new();
+            let s = shutdown.clone();
+            tasks.spawn(async move { telemetry::run(&config, s).await });
+            let s = shutdown.clone();
+            tasks.spawn(async move { ledger_worker::run(&ledger, s).await });
+            let (kafka, waiters, s) = (
+                args.kafka.clone(),
+                api_state.waiters.clone(),
+                shutdown.clone(),
+            );
+            tasks.spawn(async move { waiters::listen(&kafka, waiters, s).await });
+            let mut s = shutdown.clone();
+            tasks.spawn(async move {
+                axum::serve(listener, api::router(api_state))
+                    .with_graceful_shutdown(async move { s.wait().await })
+                    .await
+                    .map_err(gpuledger_processor::Error::Io)
+            });
+            while let Some(done) = tasks.join_next().await {
+                done??;
             }
         }
     }

@@ -1,0 +1,127 @@
+//! The control API against the real broker: NDJSON events are checked line
+//! by line and appended; an admission request is answered with the ledger's
+//! decision; tokens and roles are enforced.
+
+use std::time::Duration;
+
+use gpuledger_tests::{Service, WorkDir, create_topics, require_broker, unique_prefix};
+
+const ADMIN: &str = "admin-secret-1";
+const SCHEDULER: &str = "scheduler-secret-1";
+const LEAD: &str = "lead-secret-team-a";
+
+fn post(url: &str, token: Option<&str>, body: &str) -> (u16, serde_json::Value) {
+    let mut request = ureq::post(url);
+    if let Some(token) = token {
+        request = request.set("Authorization", &format!("Bearer {token}"));
+    }
+    match request.send_string(body) {
+        Ok(r) => (r.status(), r.into_json().unwrap_or_default()),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or_default()),
+        Err(e) => panic!("{url}: {e}"),
+    }
+}
+
+const SETUP: &str = r#"{"type":"NodeInventory","event_id":"inv-1","event_time":"2026-11-01T00:00:00Z","source":"t","cluster":"c","pool":"h200","node":"n1","devices":[{"device_uuid":"GPU-1","model":"NVIDIA H200","slices":7,"max_slices":7,"memory_bytes":1},{"device_uuid":"GPU-2","model":"NVIDIA H200","slices":7,"max_slices":7,"memory_bytes":1}]}
+{"type":"TenantPolicy","event_id":"pol-a","event_time":"2026-11-01T00:00:00Z","source":"t","cluster":"c","pool":"h200","tenant":"team-a","nominal_ge":"1","burst_ge":"0","enforcement":"deny"}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_control_api_appends_events_and_answers_admissions() {
+    let bootstrap = require_broker();
+    let prefix = unique_prefix("api");
+    create_topics(&bootstrap, &prefix, 2).await;
+    let work = WorkDir::new("api");
+    let history = work.path().join("history");
+    let tokens = format!("admin:{ADMIN},scheduler:{SCHEDULER},lead:team-a:{LEAD}");
+    let mut processor = Service::start(
+        "gpuledger-processor",
+        &[
+            "run",
+            "--kafka-bootstrap",
+            &bootstrap,
+            "--topic-prefix",
+            &prefix,
+            "--history-root",
+            history.to_str().unwrap(),
+            "--group-id",
+            &format!("{prefix}processor"),
+            "--api-listen",
+            "127.0.0.1:0",
+            "--api-token",
+            &tokens,
+        ],
+        &work.path().join("processor.log"),
+    );
+    let api = processor.wait_for_line("control API listening on ", Duration::from_secs(60));
+    let events = format!("{api}/v1/events");
+    let admission = format!("{api}/v1/admission");
+
+    // No token, no entry.
+    assert_eq!(post(&events, None, SETUP).0, 401);
+    assert_eq!(post(&events, Some("wrong-token-x"), SETUP).0, 401);
+
+    // One bad line refuses the whole body, naming the line and the field.
+    let bad = format!(
+        "{SETUP}{}\n",
+        r#"{"type":"JobEvent","event_id":"j","event_time":"2026-11-01T00:00:00Z","source":"t","cluster":"c","job_id":"j","attempt":1,"tenant":"team-a","state":"started"}"#
+    );
+    let (status, body) = post(&events, Some(ADMIN), &bad);
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["line"], 3);
+    assert_eq!(body["field"], "pool");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("JobEvent \"j\": field `pool` is required"),
+        "{body}"
+    );
+
+    // Roles: policies are the admin's; a team lead only reserves for its tenant.
+    let (status, body) = post(&events, Some(SCHEDULER), SETUP);
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(post(&events, Some(LEAD), SETUP).0, 403);
+
+    let (status, body) = post(&events, Some(ADMIN), SETUP);
+    assert_eq!(
+        (status, body["accepted"].clone()),
+        (200, serde_json::json!(2)),
+        "{body}"
+    );
+
+    // A scheduler asks; the ledger answers through the decisions topic.
+    let ask = |id: &str, slices: i32| {
+        format!(
+            r#"{{"pool":"h200","request_id":"{id}","job_id":"job-{id}","tenant":"team-a","slices":{slices},"max_slices":7}}"#
+        )
+    };
+    let (status, first) = post(&admission, Some(SCHEDULER), &ask("r1", 7));
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["type"], "AdmissionDecision");
+    assert_eq!(first["decision"], "admit");
+    assert_eq!(first["kind"], "quota");
+    // The same request again gets the same answer, not a second admission.
+    let (status, again) = post(&admission, Some(SCHEDULER), &ask("r1", 7));
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["event_id"], first["event_id"]);
+    // Quota (1 GE) is used up and burst is 0.
+    let (_, denied) = post(&admission, Some(SCHEDULER), &ask("r2", 1));
+    assert_eq!(denied["decision"], "deny");
+    assert_eq!(denied["reason"], "quota_exceeded");
+    // A team lead cannot ask for admissions; bad bodies are named.
+    assert_eq!(post(&admission, Some(LEAD), &ask("r3", 1)).0, 403);
+    let (status, body) = post(&admission, Some(SCHEDULER), r#"{"pool":"h200"}"#);
+    assert_eq!(status, 400);
+    assert!(
+        body["error"].as_str().unwrap().contains("missing field"),
+        "{body}"
+    );
+    let (status, body) = post(&admission, Some(SCHEDULER), &ask("r4", 0));
+    assert_eq!(
+        (status, body["field"].clone()),
+        (400, serde_json::json!("slices")),
+        "{body}"
+    );
+    assert!(processor.is_running());
+}
