@@ -30,11 +30,16 @@ if [ -z "${GPULEDGER_KAFKA_BOOTSTRAP:-}" ]; then
   GPULEDGER_TOPIC_PREFIX=$prefix "$repo/deploy/local/kafka.sh" topics
 fi
 
+admin_token="demo-admin-$run_id"
 say "Starting the processor (history in $history)"
 "$bin/gpuledger-processor" run --kafka-bootstrap "$bootstrap" --topic-prefix "$prefix" \
   --history-root "$history" --group-id gpuledger-demo --flush-interval-ms 500 \
-  2> "$work/processor.log" &
+  --api-listen 127.0.0.1:${GPULEDGER_API_PORT:-0} --api-token "admin:$admin_token" --cluster "$cluster" \
+  > "$work/processor.out" 2> "$work/processor.log" &
 pids+=($!)
+for _ in $(seq 1 300); do grep -q listening "$work/processor.out" 2>/dev/null && break; sleep 0.1; done
+api_url=$(sed -n 's/^control API listening on //p' "$work/processor.out")
+[ -n "$api_url" ] || { cat "$work/processor.log"; echo "processor did not start"; exit 1; }
 
 say "Starting the query service"
 "$bin/gpuledger-query" serve --history-root "$history" --listen 127.0.0.1:${GPULEDGER_QUERY_PORT:-0} \
@@ -81,6 +86,8 @@ for r in rows:
 echo
 say "Every row above travelled collector → Kafka ($bootstrap, topic ${prefix}gpuledger.telemetry) → processor → Parquet → DataFusion."
 echo "  SQL API:  curl -H 'content-type: application/json' -d '{\"sql\":\"SELECT count(*) FROM samples\"}' $query_url/v1/sql"
+echo "  Control API: $api_url (token: $admin_token), e.g."
+echo "    curl -H 'Authorization: Bearer $admin_token' --data-binary @ledger.ndjson $api_url/v1/events"
 echo "  History:  $history"
 if [ "${DEMO_EXIT:-0}" = "1" ]; then exit 0; fi
 say "Services stay up; press Ctrl-C to stop."
