@@ -7,12 +7,15 @@
 //! or repeats a decision: on restart each partition is replayed silently up
 //! to its committed offset to rebuild the state, then processing resumes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use gpuledger_common::kafka::{KafkaArgs, PRODUCER_SETTINGS, WireRecord, dead_letter};
+use gpuledger_common::kafka::{
+    EventProducer, KafkaArgs, PRODUCER_SETTINGS, WireRecord, dead_letter,
+};
 use gpuledger_common::shutdown::Shutdown;
-use gpuledger_schemas::{Codec, Event, Topic};
+use gpuledger_schemas::events::Clock;
+use gpuledger_schemas::{Codec, Envelope, Event, Timestamp, Topic};
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::OwnedMessage;
 use rdkafka::producer::{FutureProducer, Producer};
@@ -32,6 +35,12 @@ pub struct LedgerWorkerConfig {
     pub max_batch: usize,
     /// How long a batch may wait to fill.
     pub linger: Duration,
+    /// How often to append a `Clock` event for every known pool, so timers
+    /// fire when nothing else happens; `None` when time is owned elsewhere
+    /// (a simulator, a test, or a historical ledger fed through the API).
+    pub clock_interval: Option<Duration>,
+    /// Cluster name on the `Clock` events.
+    pub cluster: String,
 }
 
 /// What one consumed record produces.
@@ -98,9 +107,15 @@ pub async fn run(config: &LedgerWorkerConfig, mut shutdown: Shutdown) -> Result<
     let codec = Codec::builtin();
     let dlq_topic = config.kafka.topic(Topic::Dlq);
     let mut buffered = 0usize;
+    let mut clock = ClockTicks::new(config)?;
     loop {
         let received = tokio::select! {
             _ = shutdown.wait() => break,
+            _ = clock.due() => {
+                let pools: BTreeSet<String> = workers.values().flat_map(|w| w.ledger.pools().map(str::to_owned)).collect();
+                clock.tick(&pools, &config.cluster).await?;
+                continue;
+            }
             r = tokio::time::timeout(config.linger, consumer.recv()) => r,
         };
         match received {
@@ -235,6 +250,66 @@ fn commit_all(
         producer.commit_transaction(TXN_TIMEOUT)?;
     }
     Ok(())
+}
+
+/// The processor's own ticks: a `Clock` event per pool on a period.
+struct ClockTicks {
+    interval: Option<tokio::time::Interval>,
+    producer: Option<EventProducer>,
+}
+
+impl ClockTicks {
+    fn new(config: &LedgerWorkerConfig) -> Result<Self> {
+        let Some(period) = config.clock_interval else {
+            return Ok(Self {
+                interval: None,
+                producer: None,
+            });
+        };
+        let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        Ok(Self {
+            interval: Some(interval),
+            producer: Some(EventProducer::new(
+                &config.kafka,
+                "gpuledger-processor-clock",
+            )?),
+        })
+    }
+
+    /// Resolves when a tick is due; never when ticks are off.
+    async fn due(&mut self) {
+        match self.interval.as_mut() {
+            Some(interval) => {
+                interval.tick().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    async fn tick(&mut self, pools: &BTreeSet<String>, cluster: &str) -> Result<()> {
+        let Some(producer) = self.producer.as_mut() else {
+            return Ok(());
+        };
+        let now = Timestamp::now();
+        for pool in pools {
+            let event = Event::new(
+                Envelope {
+                    event_id: format!("clock-{pool}-{}", now.as_micros()),
+                    event_time: now,
+                    source: "gpuledger-processor".to_owned(),
+                    cluster: cluster.to_owned(),
+                },
+                Clock {
+                    pool: pool.clone(),
+                    now: Some(now),
+                },
+            );
+            producer.send(&event).await?;
+        }
+        producer.flush(Duration::from_secs(30)).await?;
+        Ok(())
+    }
 }
 
 fn transactional_producer(config: &LedgerWorkerConfig, partition: i32) -> Result<FutureProducer> {

@@ -82,6 +82,12 @@ struct RunArgs {
     #[arg(long, default_value_t = 10)]
     admission_timeout_s: u64,
 
+    /// Append a `Clock` event per pool this often (seconds), so timers fire
+    /// when nothing else happens; 0 turns the ticks off (for replaying
+    /// history, for simulations and tests that own time).
+    #[arg(long, env = "GPULEDGER_CLOCK_INTERVAL_S", default_value_t = 60)]
+    clock_interval_s: u64,
+
     /// Ledger events per decision transaction at most.
     #[arg(long, default_value_t = 500)]
     ledger_batch: usize,
@@ -106,6 +112,9 @@ async fn main() -> anyhow::Result<()> {
                 },
                 max_batch: args.ledger_batch,
                 linger: Duration::from_millis(args.ledger_linger_ms),
+                clock_interval: (args.clock_interval_s > 0)
+                    .then(|| Duration::from_secs(args.clock_interval_s)),
+                cluster: args.cluster.clone(),
             };
             let config = TelemetryWriterConfig {
                 kafka: args.kafka.clone(),

@@ -13,6 +13,7 @@ use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
 
 /// The broker tests run against: `GPULEDGER_KAFKA_BOOTSTRAP`, or the local one.
 pub fn bootstrap() -> String {
@@ -109,6 +110,45 @@ pub async fn create_topics(bootstrap: &str, prefix: &str, partitions: i32) {
             },
         );
     }
+}
+
+/// A record's value and headers.
+pub type Record = (Vec<u8>, Vec<(String, String)>);
+
+/// Every committed record of `topic` so far, read from the beginning until
+/// `want` records arrived or `timeout` passed.
+pub fn read_committed(bootstrap: &str, topic: &str, want: usize, timeout: Duration) -> Vec<Record> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("reader-{topic}-{}", std::process::id()))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create()
+        .expect("consumer");
+    consumer.subscribe(&[topic]).expect("subscribe");
+    let deadline = Instant::now() + timeout;
+    let mut out = Vec::new();
+    while out.len() < want && Instant::now() < deadline {
+        let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) else {
+            continue;
+        };
+        let headers = m
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|x| {
+                        (
+                            x.key.to_owned(),
+                            String::from_utf8_lossy(x.value.unwrap_or_default()).into_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push((m.payload().unwrap_or_default().to_vec(), headers));
+    }
+    out
 }
 
 /// Path of a workspace binary, built by `cargo build --workspace`.

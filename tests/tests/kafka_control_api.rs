@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use gpuledger_tests::{Service, WorkDir, create_topics, require_broker, unique_prefix};
+use gpuledger_tests::{
+    Record, Service, WorkDir, create_topics, read_committed, require_broker, unique_prefix,
+};
 
 const ADMIN: &str = "admin-secret-1";
 const SCHEDULER: &str = "scheduler-secret-1";
@@ -50,6 +52,8 @@ async fn kafka_control_api_appends_events_and_answers_admissions() {
             "127.0.0.1:0",
             "--api-token",
             &tokens,
+            "--clock-interval-s",
+            "1",
         ],
         &work.path().join("processor.log"),
     );
@@ -123,5 +127,25 @@ async fn kafka_control_api_appends_events_and_answers_admissions() {
         (400, serde_json::json!("slices")),
         "{body}"
     );
+
+    // The processor's own ticks: a Clock for the pool within a few seconds.
+    let ledger = read_committed(
+        &bootstrap,
+        &format!("{prefix}gpuledger.ledger"),
+        10,
+        Duration::from_secs(5),
+    );
+    let clocks: Vec<&Record> = ledger
+        .iter()
+        .filter(|(_, h)| {
+            h.iter()
+                .any(|(k, v)| k == "ce_type" && v == "gpuledger.Clock")
+        })
+        .collect();
+    assert!(!clocks.is_empty(), "no Clock event on the ledger");
+    let clock = gpuledger_schemas::Codec::builtin()
+        .decode(&clocks[0].0)
+        .unwrap();
+    assert_eq!(clock.key(), "h200");
     assert!(processor.is_running());
 }

@@ -2,14 +2,14 @@
 //! transactions, exactly once even when the processor is killed.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gpuledger_common::kafka::{DLQ_REASON_HEADER, EventProducer, KafkaArgs};
 use gpuledger_schemas::{Codec, Event, EventBody};
-use gpuledger_tests::{Service, WorkDir, create_topics, require_broker, unique_prefix};
+use gpuledger_tests::{
+    Service, WorkDir, create_topics, read_committed, require_broker, unique_prefix,
+};
 use rdkafka::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 fn example(name: &str) -> String {
@@ -18,45 +18,6 @@ fn example(name: &str) -> String {
         env!("CARGO_MANIFEST_DIR")
     );
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-/// A record's value and headers.
-type Record = (Vec<u8>, Vec<(String, String)>);
-
-/// Every committed record of `topic` so far, read from the beginning until
-/// `want` records arrived or `timeout` passed.
-fn read_committed(bootstrap: &str, topic: &str, want: usize, timeout: Duration) -> Vec<Record> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", format!("reader-{topic}-{}", std::process::id()))
-        .set("auto.offset.reset", "earliest")
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed")
-        .create()
-        .expect("consumer");
-    consumer.subscribe(&[topic]).expect("subscribe");
-    let deadline = Instant::now() + timeout;
-    let mut out = Vec::new();
-    while out.len() < want && Instant::now() < deadline {
-        let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) else {
-            continue;
-        };
-        let headers = m
-            .headers()
-            .map(|h| {
-                h.iter()
-                    .map(|x| {
-                        (
-                            x.key.to_owned(),
-                            String::from_utf8_lossy(x.value.unwrap_or_default()).into_owned(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        out.push((m.payload().unwrap_or_default().to_vec(), headers));
-    }
-    out
 }
 
 fn processor(bootstrap: &str, prefix: &str, work: &WorkDir, log: &str) -> Service {
@@ -73,6 +34,9 @@ fn processor(bootstrap: &str, prefix: &str, work: &WorkDir, log: &str) -> Servic
             history.to_str().unwrap(),
             "--group-id",
             &format!("{prefix}processor"),
+            // The example owns time: no wall-clock ticks.
+            "--clock-interval-s",
+            "0",
         ],
         &work.path().join(log),
     )

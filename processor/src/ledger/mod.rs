@@ -186,6 +186,11 @@ impl Ledger {
         self.now
     }
 
+    /// The pools this partition has seen, by name.
+    pub fn pools(&self) -> impl Iterator<Item = &str> {
+        self.pools.keys().map(String::as_str)
+    }
+
     /// Every price book applied so far.
     pub fn price_books(&self) -> &PriceBooks {
         &self.price_books
