@@ -128,6 +128,80 @@ async fn kafka_control_api_appends_events_and_answers_admissions() {
         "{body}"
     );
 
+    // Reservations: spare is 2 GPUs − 1 GE nominal = 1 GE; no double booking.
+    let reservations = format!("{api}/v1/reservations");
+    let reserve = |id: &str, start: &str, end: &str| {
+        format!(
+            r#"{{"pool":"h200","reservation_id":"{id}","slices":7,"max_slices":7,"start":"{start}","end":"{end}"}}"#
+        )
+    };
+    let (status, confirmed) = post(
+        &reservations,
+        Some(LEAD),
+        &reserve("res-1", "2027-01-01T00:00:00Z", "2027-01-03T00:00:00Z"),
+    );
+    assert_eq!(status, 200, "{confirmed}");
+    assert_eq!(
+        (confirmed["decision"].as_str(), confirmed["tenant"].as_str()),
+        (Some("confirmed"), Some("team-a"))
+    );
+    let (status, rejected) = post(
+        &reservations,
+        Some(LEAD),
+        &reserve("res-2", "2027-01-02T00:00:00Z", "2027-01-04T00:00:00Z"),
+    );
+    assert_eq!(status, 200, "{rejected}");
+    assert_eq!(rejected["decision"], "rejected");
+    assert!(
+        rejected["reason"]
+            .as_str()
+            .unwrap()
+            .contains("[2027-01-02T00:00:00Z, 2027-01-03T00:00:00Z)"),
+        "{rejected}"
+    );
+    let other = r#"{"pool":"h200","reservation_id":"res-3","tenant":"team-b","slices":1,"max_slices":7,"start":"2027-02-01T00:00:00Z","end":"2027-02-02T00:00:00Z"}"#;
+    assert_eq!(post(&reservations, Some(LEAD), other).0, 403);
+    let delete = |id: &str| match ureq::delete(&format!("{reservations}/{id}?pool=h200"))
+        .set("Authorization", &format!("Bearer {LEAD}"))
+        .call()
+    {
+        Ok(r) => (
+            r.status(),
+            r.into_json::<serde_json::Value>().unwrap_or_default(),
+        ),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or_default()),
+        Err(e) => panic!("{e}"),
+    };
+    let (status, cancelled) = delete("res-1");
+    assert_eq!(
+        (status, cancelled["decision"].clone()),
+        (200, serde_json::json!("cancelled")),
+        "{cancelled}"
+    );
+    // What the ledger rejects comes back as 409 with its reason.
+    let (status, body) = delete("res-404");
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown reservation \"res-404\""),
+        "{body}"
+    );
+    let (status, body) = post(
+        &admission,
+        Some(SCHEDULER),
+        &ask("r5", 1).replace("h200", "a100"),
+    );
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown pool \"a100\""),
+        "{body}"
+    );
+
     // The processor's own ticks: a Clock for the pool within a few seconds.
     let ledger = read_committed(
         &bootstrap,

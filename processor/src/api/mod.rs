@@ -7,19 +7,19 @@ pub mod waiters;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use gpuledger_common::kafka::{EventProducer, KafkaArgs};
-use gpuledger_schemas::events::AdmissionRequest;
+use gpuledger_schemas::events::{AdmissionRequest, ReservationCancel, ReservationRequest};
 use gpuledger_schemas::{Envelope, Event, EventBody, EventType, Timestamp, Topic};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
 use auth::{Role, Tokens};
-use waiters::Waiters;
+use waiters::{Answer, Key, Waiters};
 
 /// Shared state of the handlers.
 #[derive(Clone)]
@@ -66,6 +66,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/v1/events", post(post_events))
         .route("/v1/admission", post(post_admission))
+        .route("/v1/reservations", post(post_reservation))
+        .route("/v1/reservations/{id}", delete(delete_reservation))
         .with_state(state)
 }
 
@@ -238,47 +240,183 @@ async fn post_admission(
     }
     let request: AdmissionBody = serde_json::from_str(&body)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("admission request: {e}")))?;
-    let event = Event::new(
-        Envelope {
-            // Each call is its own ledger event; the ledger answers a
-            // repeated request_id with its original decision.
-            event_id: format!("{}@{}", request.request_id, Timestamp::now().as_micros()),
-            event_time: Timestamp::now(),
-            source: "control-api".to_owned(),
-            cluster: state.cluster.clone(),
-        },
-        AdmissionRequest {
-            pool: request.pool,
-            request_id: request.request_id.clone(),
-            job_id: request.job_id,
-            attempt: request.attempt,
-            tenant: request.tenant,
-            slices: request.slices,
-            max_slices: request.max_slices,
-        },
-    );
+    let request_id = request.request_id.clone();
+    let event = state.event(AdmissionRequest {
+        pool: request.pool,
+        request_id: request.request_id,
+        job_id: request.job_id,
+        attempt: request.attempt,
+        tenant: request.tenant,
+        slices: request.slices,
+        max_slices: request.max_slices,
+    });
+    // A repeated request_id is answered with the original decision, whose
+    // cause is the first request: wait for the request id as well.
+    let answer = append_and_wait(&state, &event, Key::Request(request_id), |d| {
+        matches!(&d.body, EventBody::AdmissionDecision(_))
+    })
+    .await?;
+    Ok(Json(answer.to_json_value()).into_response())
+}
+
+/// The body of `POST /v1/reservations`.
+#[derive(Debug, Deserialize)]
+struct ReservationBody {
+    pool: String,
+    reservation_id: String,
+    /// Defaults to a team lead's own tenant.
+    #[serde(default)]
+    tenant: Option<String>,
+    slices: i32,
+    max_slices: i32,
+    start: Timestamp,
+    end: Timestamp,
+}
+
+/// The tenant a call acts for: a team lead only ever for its own.
+fn acting_tenant(role: &Role, asked: Option<String>) -> Result<String, ApiError> {
+    match (role, asked) {
+        (Role::TeamLead { tenant }, Some(t)) if &t != tenant => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("a team lead of {tenant:?} cannot act for {t:?}"),
+        )),
+        (Role::TeamLead { tenant }, _) => Ok(tenant.clone()),
+        (_, Some(t)) => Ok(t),
+        (_, None) => Err(ApiError::new(StatusCode::BAD_REQUEST, "tenant is required")),
+    }
+}
+
+/// `POST /v1/reservations`: asks for capacity over [start, end) and answers
+/// with the ledger's decision (`confirmed`, or `rejected` with the window
+/// that conflicts).
+async fn post_reservation(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    body: String,
+) -> Result<Response, ApiError> {
+    let role = role(&state, &headers)?.clone();
+    let request: ReservationBody = serde_json::from_str(&body)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("reservation request: {e}")))?;
+    let tenant = acting_tenant(&role, request.tenant)?;
+    let event = state.event(ReservationRequest {
+        pool: request.pool,
+        reservation_id: request.reservation_id,
+        tenant,
+        slices: request.slices,
+        max_slices: request.max_slices,
+        start: request.start,
+        end: request.end,
+    });
+    let cause = Key::Cause(event.envelope.event_id.clone());
+    let answer = append_and_wait(&state, &event, cause, |d| {
+        matches!(&d.body, EventBody::ReservationDecision(_))
+    })
+    .await?;
+    Ok(Json(answer.to_json_value()).into_response())
+}
+
+/// Query of `DELETE /v1/reservations/{id}`.
+#[derive(Debug, Deserialize)]
+struct CancelQuery {
+    pool: String,
+    #[serde(default)]
+    tenant: Option<String>,
+}
+
+/// `DELETE /v1/reservations/{id}?pool=…[&tenant=…]`: cancels; the window
+/// ends now and running holds are reclassified.
+async fn delete_reservation(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    Path(reservation_id): Path<String>,
+    Query(query): Query<CancelQuery>,
+) -> Result<Response, ApiError> {
+    let role = role(&state, &headers)?.clone();
+    let tenant = acting_tenant(&role, query.tenant)?;
+    let event = state.event(ReservationCancel {
+        pool: query.pool,
+        reservation_id,
+        tenant,
+    });
+    let cause = Key::Cause(event.envelope.event_id.clone());
+    let answer = append_and_wait(&state, &event, cause, |d| {
+        matches!(&d.body, EventBody::ReservationDecision(_))
+    })
+    .await?;
+    Ok(Json(answer.to_json_value()).into_response())
+}
+
+impl ApiState {
+    /// A ledger event created by the API now. Each call is its own event.
+    fn event(&self, body: impl Into<EventBody>) -> Event {
+        let body = body.into();
+        let now = Timestamp::now();
+        Event::new(
+            Envelope {
+                event_id: format!(
+                    "api-{}-{}-{}",
+                    body.event_type().name(),
+                    body.key(),
+                    now.as_micros()
+                ),
+                event_time: now,
+                source: "control-api".to_owned(),
+                cluster: self.cluster.clone(),
+            },
+            body,
+        )
+    }
+}
+
+/// Validates and appends `event`, then waits for the first decision that
+/// `wanted` accepts among those it caused (or for `also`), or for its
+/// rejection: `409` with the ledger's reason, `504` after the timeout.
+async fn append_and_wait(
+    state: &ApiState,
+    event: &Event,
+    also: Key,
+    wanted: impl Fn(&Event) -> bool,
+) -> Result<Event, ApiError> {
     event.validate().map_err(|e| ApiError {
         status: StatusCode::BAD_REQUEST,
         body: serde_json::json!({ "error": e.to_string(), "field": e.field_name() }),
     })?;
-    let answer = state.waiters.wait_for(&request.request_id);
+    let keys = [Key::Cause(event.envelope.event_id.clone()), also];
+    let mut answers = state.waiters.wait_for(&keys);
     {
         let mut producer = state.producer.lock().await;
-        producer.send(&event).await?;
-        producer.flush(Duration::from_secs(30)).await?;
-    }
-    match tokio::time::timeout(state.admission_timeout, answer).await {
-        Ok(Ok(decision)) => Ok(Json(decision.to_json_value()).into_response()),
-        _ => {
-            state.waiters.forget(&request.request_id);
-            Err(ApiError::new(
-                StatusCode::GATEWAY_TIMEOUT,
-                format!(
-                    "no decision for request {:?} within {} s; it is in the ledger and will be decided — retry with the same request_id",
-                    request.request_id,
-                    state.admission_timeout.as_secs()
-                ),
-            ))
+        let appended = async {
+            producer.send(event).await?;
+            producer.flush(Duration::from_secs(30)).await
+        };
+        if let Err(e) = appended.await {
+            state.waiters.forget(&keys);
+            return Err(e.into());
         }
     }
+    let deadline = tokio::time::Instant::now() + state.admission_timeout;
+    let result = loop {
+        match tokio::time::timeout_at(deadline, answers.recv()).await {
+            Ok(Some(Answer::Decision(d))) if wanted(&d) => break Ok(*d),
+            Ok(Some(Answer::Decision(_))) => continue,
+            Ok(Some(Answer::Rejected(reason))) => {
+                break Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    format!("the ledger rejected it: {reason}"),
+                ));
+            }
+            Ok(None) | Err(_) => {
+                break Err(ApiError::new(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    format!(
+                        "no decision within {} s; the event {:?} is in the ledger and will be decided — retry with the same ids",
+                        state.admission_timeout.as_secs(),
+                        event.envelope.event_id
+                    ),
+                ));
+            }
+        }
+    };
+    state.waiters.forget(&keys);
+    result
 }
