@@ -10,6 +10,7 @@ use gpuledger_common::shutdown::Shutdown;
 use std::io::Write;
 
 use gpuledger_processor::api::auth::{TokenSpec, Tokens};
+use gpuledger_processor::api::k8s::K8sMapping;
 use gpuledger_processor::api::{self, ApiState, waiters};
 use gpuledger_processor::ledger::LedgerConfig;
 use gpuledger_processor::ledger_worker::{self, LedgerWorkerConfig};
@@ -78,6 +79,19 @@ struct RunArgs {
     #[arg(long, env = "GPULEDGER_CLUSTER", default_value = "local")]
     cluster: String,
 
+    /// Kubernetes namespace → tenant for the admission webhook, `NS=TENANT`
+    /// (repeatable, or comma-separated in the environment).
+    #[arg(long = "k8s-namespace", env = "GPULEDGER_K8S_NAMESPACES", value_delimiter = ',', value_parser = parse_pair)]
+    k8s_namespaces: Vec<(String, String)>,
+
+    /// Pool of pods without the `gpuledger.io/pool` annotation.
+    #[arg(long, env = "GPULEDGER_K8S_DEFAULT_POOL", default_value = "default")]
+    k8s_default_pool: String,
+
+    /// Slices per whole GPU for MIG resources (7 on H100/H200/A100/B200, 4 on A30).
+    #[arg(long, default_value_t = 7)]
+    k8s_max_slices: i32,
+
     /// How long `POST /v1/admission` waits for its decision (seconds).
     #[arg(long, default_value_t = 10)]
     admission_timeout_s: u64,
@@ -95,6 +109,13 @@ struct RunArgs {
     /// How long a decision transaction waits to fill (milliseconds).
     #[arg(long, default_value_t = 50)]
     ledger_linger_ms: u64,
+}
+
+fn parse_pair(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("{s:?} is not NAMESPACE=TENANT"))
 }
 
 #[tokio::main]
@@ -130,6 +151,11 @@ async fn main() -> anyhow::Result<()> {
                 Tokens::new(&args.api_tokens),
                 &args.cluster,
                 Duration::from_secs(args.admission_timeout_s),
+                K8sMapping {
+                    tenants: args.k8s_namespaces.iter().cloned().collect(),
+                    default_pool: args.k8s_default_pool.clone(),
+                    max_slices: args.k8s_max_slices,
+                },
             )?;
             let listener = tokio::net::TcpListener::bind(args.api_listen).await?;
             {

@@ -54,6 +54,10 @@ async fn kafka_control_api_appends_events_and_answers_admissions() {
             &tokens,
             "--clock-interval-s",
             "1",
+            "--k8s-namespace",
+            "ml-a=team-a",
+            "--k8s-default-pool",
+            "h200",
         ],
         &work.path().join("processor.log"),
     );
@@ -200,6 +204,63 @@ async fn kafka_control_api_appends_events_and_answers_admissions() {
             .unwrap()
             .contains("unknown pool \"a100\""),
         "{body}"
+    );
+
+    // The Kubernetes webhook: the pod's GPUs become an admission request.
+    let webhook = format!("{api}/v1/k8s/admission");
+    let review = |uid: &str, namespace: &str, resources: &str| {
+        format!(
+            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"{uid}","kind":{{"group":"","version":"v1","kind":"Pod"}},"namespace":"{namespace}","operation":"CREATE","object":{{"metadata":{{"name":"train-0"}},"spec":{{"containers":[{{"name":"c","resources":{{"limits":{resources}}}}}]}}}}}}}}"#
+        )
+    };
+    // team-a's 1 GE of quota is held by r1: a 1g MIG slice is denied.
+    let (status, reply) = post(
+        &webhook,
+        Some(SCHEDULER),
+        &review("rev-1", "ml-a", r#"{"nvidia.com/mig-1g.18gb":"1"}"#),
+    );
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["response"]["uid"], "rev-1");
+    assert_eq!(reply["response"]["allowed"], false);
+    assert_eq!(reply["response"]["status"]["code"], 403);
+    assert!(
+        reply["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("quota_exceeded"),
+        "{reply}"
+    );
+    // The API server retries with a new review uid: same pod, same answer.
+    let (_, retry) = post(
+        &webhook,
+        Some(SCHEDULER),
+        &review("rev-2", "ml-a", r#"{"nvidia.com/mig-1g.18gb":"1"}"#),
+    );
+    assert_eq!(
+        (
+            retry["response"]["uid"].as_str(),
+            retry["response"]["allowed"].as_bool()
+        ),
+        (Some("rev-2"), Some(false))
+    );
+    let (_, cpu) = post(
+        &webhook,
+        Some(SCHEDULER),
+        &review("rev-3", "ml-a", r#"{"cpu":"2"}"#),
+    );
+    assert_eq!(cpu["response"]["allowed"], true);
+    let (_, unmapped) = post(
+        &webhook,
+        Some(SCHEDULER),
+        &review("rev-4", "elsewhere", r#"{"nvidia.com/gpu":"1"}"#),
+    );
+    assert_eq!(unmapped["response"]["allowed"], false);
+    assert!(
+        unmapped["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("elsewhere"),
+        "{unmapped}"
     );
 
     // The processor's own ticks: a Clock for the pool within a few seconds.

@@ -2,6 +2,7 @@
 //! admission answers out. Every route but `/healthz` needs a bearer token.
 
 pub mod auth;
+pub mod k8s;
 pub mod waiters;
 
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use serde::Deserialize;
 use tokio::sync::Mutex;
 
 use auth::{Role, Tokens};
+use k8s::K8sMapping;
 use waiters::{Answer, Key, Waiters};
 
 /// Shared state of the handlers.
@@ -29,6 +31,7 @@ pub struct ApiState {
     pub waiters: Waiters,
     pub cluster: String,
     pub admission_timeout: Duration,
+    pub k8s: Arc<K8sMapping>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -46,8 +49,10 @@ impl ApiState {
         tokens: Tokens,
         cluster: &str,
         admission_timeout: Duration,
+        k8s: K8sMapping,
     ) -> crate::Result<Self> {
         Ok(Self {
+            k8s: Arc::new(k8s),
             tokens: Arc::new(tokens),
             producer: Arc::new(Mutex::new(EventProducer::new(
                 kafka,
@@ -67,6 +72,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/events", post(post_events))
         .route("/v1/admission", post(post_admission))
         .route("/v1/reservations", post(post_reservation))
+        .route("/v1/k8s/admission", post(post_k8s_admission))
         .route("/v1/reservations/{id}", delete(delete_reservation))
         .with_state(state)
 }
@@ -419,4 +425,88 @@ async fn append_and_wait(
     };
     state.waiters.forget(&keys);
     result
+}
+
+/// `POST /v1/k8s/admission`: a Kubernetes `AdmissionReview` v1 for a Pod.
+/// The answer echoes `response.uid`; a denial carries the ledger's reason.
+/// A timeout is an HTTP 504, so the webhook's `failurePolicy` decides.
+async fn post_k8s_admission(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    body: String,
+) -> Result<Response, ApiError> {
+    let role = role(&state, &headers)?.clone();
+    if matches!(role, Role::TeamLead { .. }) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "the webhook needs the scheduler or admin role",
+        ));
+    }
+    let review: serde_json::Value = serde_json::from_str(&body)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("AdmissionReview: {e}")))?;
+    let ask = k8s::read_review(&review, &state.k8s)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("AdmissionReview: {e}")))?;
+    let uid = review["request"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let Some(ask) = ask else {
+        return Ok(Json(k8s::response(&uid, true, 200, "no GPU requested")).into_response());
+    };
+    let Some(tenant) = state.k8s.tenants.get(&ask.namespace).cloned() else {
+        let message = format!(
+            "gpuledger: namespace {:?} is not mapped to a tenant (--k8s-namespace {}=TENANT)",
+            ask.namespace, ask.namespace
+        );
+        return Ok(Json(k8s::response(&uid, false, 403, &message)).into_response());
+    };
+    if ask.dry_run {
+        // A dry run must not append anything (sideEffects: NoneOnDryRun).
+        let message = "gpuledger: dry run, not checked against quota";
+        return Ok(Json(k8s::response(&uid, true, 200, message)).into_response());
+    }
+    let event = state.event(AdmissionRequest {
+        pool: ask.pool,
+        request_id: ask.request_id.clone(),
+        job_id: ask.job_id,
+        attempt: 1,
+        tenant,
+        slices: ask.slices,
+        max_slices: ask.max_slices,
+    });
+    let answer = append_and_wait(&state, &event, Key::Request(ask.request_id), |d| {
+        matches!(&d.body, EventBody::AdmissionDecision(_))
+    })
+    .await;
+    let reply = match answer {
+        Ok(decision) => match &decision.body {
+            EventBody::AdmissionDecision(d)
+                if d.decision == gpuledger_schemas::events::AdmissionOutcome::Admit =>
+            {
+                let kind = d.kind.map_or("-", |k| k.as_str());
+                k8s::response(
+                    &uid,
+                    true,
+                    200,
+                    &format!("gpuledger: admitted as {kind} ({})", d.reason),
+                )
+            }
+            EventBody::AdmissionDecision(d) => k8s::response(
+                &uid,
+                false,
+                403,
+                &format!(
+                    "gpuledger: denied ({}): tenant {} uses {} of {} GE",
+                    d.reason, d.tenant, d.used_ge, d.entitled_ge
+                ),
+            ),
+            _ => k8s::response(&uid, false, 500, "gpuledger: unexpected answer"),
+        },
+        Err(e) if e.status == StatusCode::CONFLICT => {
+            let message = e.body["error"].as_str().unwrap_or("rejected").to_owned();
+            k8s::response(&uid, false, 400, &format!("gpuledger: {message}"))
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(Json(reply).into_response())
 }
