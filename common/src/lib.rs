@@ -7,4 +7,5 @@ pub mod history;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod log;
+pub mod metrics;
 pub mod shutdown;

@@ -22,7 +22,7 @@ use rdkafka::producer::{FutureProducer, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
-use crate::{Error, Result};
+use crate::{Error, Result, metrics};
 
 /// Settings of the ledger worker.
 #[derive(Debug, Clone)]
@@ -145,6 +145,7 @@ pub async fn run(config: &LedgerWorkerConfig, mut shutdown: Shutdown) -> Result<
                         decisions,
                         warnings,
                     } => {
+                        metrics::LEDGER_EVENTS_APPLIED.inc();
                         for warning in warnings {
                             tracing::warn!(partition, offset, %warning, "ledger warning");
                         }
@@ -152,8 +153,9 @@ pub async fn run(config: &LedgerWorkerConfig, mut shutdown: Shutdown) -> Result<
                             .pending
                             .extend(decisions.into_iter().map(|d| Output::Decision(Box::new(d))));
                     }
-                    Outcome::Duplicate => {}
+                    Outcome::Duplicate => metrics::LEDGER_EVENTS_DUPLICATE.inc(),
                     Outcome::Rejected { reason } => {
+                        metrics::LEDGER_EVENTS_REJECTED.inc();
                         tracing::warn!(partition, offset, %reason, "ledger event rejected; sent to the DLQ");
                         worker.pending.push(Output::DeadLetter {
                             original: message.detach(),
@@ -228,6 +230,11 @@ fn commit_all(
         };
         let producer = &worker.producer;
         producer.begin_transaction()?;
+        let decisions = worker
+            .pending
+            .iter()
+            .filter(|o| matches!(o, Output::Decision(_)))
+            .count() as u64;
         for output in worker.pending.drain(..) {
             let sent = match &output {
                 Output::Decision(event) => {
@@ -248,6 +255,8 @@ fn commit_all(
         offsets.add_partition_offset(topic, partition, Offset::Offset(next_offset))?;
         producer.send_offsets_to_transaction(&offsets, &group, TXN_TIMEOUT)?;
         producer.commit_transaction(TXN_TIMEOUT)?;
+        metrics::DECISION_TRANSACTIONS.inc();
+        metrics::DECISIONS_EMITTED.add(decisions);
     }
     Ok(())
 }

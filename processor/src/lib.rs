@@ -8,6 +8,7 @@ pub mod api;
 pub mod history;
 pub mod ledger;
 pub mod ledger_worker;
+pub mod metrics;
 pub mod telemetry;
 
 /// What went wrong in the processor.

@@ -18,7 +18,7 @@ use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use crate::history::layout::{FileName, durable_offsets};
 use crate::history::samples::{self, SamplesBuilder};
 use crate::history::sink::write_file;
-use crate::{Error, Result};
+use crate::{Error, Result, metrics};
 
 /// When a partition's buffer becomes a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +113,7 @@ pub async fn run(config: &TelemetryWriterConfig, mut shutdown: Shutdown) -> Resu
                 let event = match decoded {
                     Ok(event) => event,
                     Err(e) => {
+                        metrics::TELEMETRY_DEAD_LETTERS.inc();
                         tracing::warn!(partition, offset, error = %e, "telemetry record sent to the DLQ");
                         dead_letters.send(&message, &e.to_string()).await?;
                         buffers.entry(partition).or_default().note_offset(offset);
@@ -121,6 +122,7 @@ pub async fn run(config: &TelemetryWriterConfig, mut shutdown: Shutdown) -> Resu
                 };
                 let EventBody::GpuSample(sample) = &event.body else {
                     let reason = format!("{} does not belong on {topic}", event.event_type().name());
+                    metrics::TELEMETRY_DEAD_LETTERS.inc();
                     tracing::warn!(partition, offset, %reason, "telemetry record sent to the DLQ");
                     dead_letters.send(&message, &reason).await?;
                     buffers.entry(partition).or_default().note_offset(offset);
@@ -199,6 +201,8 @@ fn flush(
                 &batch,
             )
         })?;
+        metrics::SAMPLES_WRITTEN.add(rows as u64);
+        metrics::HISTORY_FILES_WRITTEN.inc();
         tracing::debug!(file = %name.render(), rows, "samples file written");
     }
     consumer.store_offset(topic, partition, buffer.last_offset + 1)?;

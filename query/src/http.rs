@@ -10,6 +10,7 @@ use axum::{Json, Router};
 use datafusion::arrow::json::ArrayWriter;
 use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::SessionContext;
+use gpuledger_common::metrics::{Counter, Metric, render};
 use serde::Deserialize;
 
 /// Shared state of the handlers.
@@ -31,8 +32,23 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/sql", post(sql))
         .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/metrics",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                    render(&[Metric::Counter(&QUERIES), Metric::Counter(&QUERIES_REFUSED)]),
+                )
+            }),
+        )
         .with_state(state)
 }
+
+static QUERIES: Counter = Counter::new("gpuledger_queries_total", "SQL queries answered.");
+static QUERIES_REFUSED: Counter = Counter::new(
+    "gpuledger_queries_refused_total",
+    "SQL queries refused with a 4xx.",
+);
 
 /// A SQL request: `{"sql": "SELECT …"}`, or the SQL as a plain-text body.
 #[derive(Debug, Deserialize)]
@@ -52,6 +68,7 @@ impl IntoResponse for ApiError {
         if self.status.is_server_error() {
             tracing::error!(status = %self.status, error = %self.message, "query failed");
         } else {
+            QUERIES_REFUSED.inc();
             tracing::warn!(status = %self.status, error = %self.message, "query rejected");
         }
         (
@@ -116,6 +133,7 @@ async fn sql(
         status: StatusCode::INTERNAL_SERVER_ERROR,
         message: e.to_string(),
     })?;
+    QUERIES.inc();
     let mut body = writer.into_inner();
     if batches.iter().all(|b| b.num_rows() == 0) {
         body = b"[]".to_vec();

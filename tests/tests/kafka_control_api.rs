@@ -263,6 +263,24 @@ async fn kafka_control_api_appends_events_and_answers_admissions() {
         "{unmapped}"
     );
 
+    // Metrics: what was applied and what was rejected is counted.
+    let metrics = ureq::get(&format!("{api}/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    let value = |name: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing in\n{metrics}"))
+    };
+    assert!(value("gpuledger_ledger_events_applied_total") >= 7);
+    assert!(value("gpuledger_ledger_events_rejected_total") >= 2);
+    assert!(value("gpuledger_decisions_emitted_total") >= 5);
+    assert!(value("gpuledger_api_requests_refused_total") >= 8);
+
     // The processor's own ticks: a Clock for the pool within a few seconds.
     let ledger = read_committed(
         &bootstrap,

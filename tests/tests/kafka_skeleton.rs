@@ -106,6 +106,16 @@ async fn kafka_skeleton_samples_travel_from_collector_to_sql() {
     assert_eq!(row["first"], "2026-11-03T23:55:10Z");
     assert_eq!(row["last"], "2026-11-04T00:01:40Z");
 
+    let metrics = ureq::get(&format!("{base_url}/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    assert!(
+        metrics.contains("# TYPE gpuledger_queries_total counter"),
+        "{metrics}"
+    );
+
     // Each (source, seq) — the sample's event_id — appears exactly once.
     let dupes = sql(&base_url, "SELECT count(*) AS n FROM (SELECT source, seq FROM samples GROUP BY source, seq HAVING count(*) > 1)").unwrap();
     assert_eq!(dupes[0]["n"], 0);

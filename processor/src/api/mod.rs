@@ -69,6 +69,15 @@ impl ApiState {
 pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/metrics",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                    gpuledger_common::metrics::render(&crate::metrics::all()),
+                )
+            }),
+        )
         .route("/v1/events", post(post_events))
         .route("/v1/admission", post(post_admission))
         .route("/v1/reservations", post(post_reservation))
@@ -98,6 +107,7 @@ impl IntoResponse for ApiError {
         if self.status.is_server_error() {
             tracing::error!(status = %self.status, body = %self.body, "control API error");
         } else {
+            crate::metrics::API_REQUESTS_REFUSED.inc();
             tracing::warn!(status = %self.status, body = %self.body, "control API request refused");
         }
         (self.status, Json(self.body)).into_response()

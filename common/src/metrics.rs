@@ -1,0 +1,108 @@
+//! Prometheus counters and gauges without a registry crate: each metric is
+//! a static with its name and help text, rendered in the text format by
+//! `/metrics`. Names start with `gpuledger_`; no per-job or per-tenant
+//! labels (cardinality stays fixed).
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+/// A monotonically increasing count.
+#[derive(Debug)]
+pub struct Counter {
+    name: &'static str,
+    help: &'static str,
+    value: AtomicU64,
+}
+
+impl Counter {
+    /// A counter starting at zero.
+    pub const fn new(name: &'static str, help: &'static str) -> Self {
+        Self {
+            name,
+            help,
+            value: AtomicU64::new(0),
+        }
+    }
+
+    /// Adds `n`.
+    pub fn add(&self, n: u64) {
+        self.value.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Adds one.
+    pub fn inc(&self) {
+        self.add(1);
+    }
+
+    /// The current count.
+    pub fn get(&self) -> u64 {
+        self.value.load(Ordering::Relaxed)
+    }
+}
+
+/// A value that goes up and down.
+#[derive(Debug)]
+pub struct Gauge {
+    name: &'static str,
+    help: &'static str,
+    value: AtomicI64,
+}
+
+impl Gauge {
+    /// A gauge starting at zero.
+    pub const fn new(name: &'static str, help: &'static str) -> Self {
+        Self {
+            name,
+            help,
+            value: AtomicI64::new(0),
+        }
+    }
+
+    /// Sets the value.
+    pub fn set(&self, v: i64) {
+        self.value.store(v, Ordering::Relaxed);
+    }
+}
+
+/// A metric to render.
+#[derive(Debug, Clone, Copy)]
+pub enum Metric {
+    Counter(&'static Counter),
+    Gauge(&'static Gauge),
+}
+
+/// The Prometheus text exposition of `metrics`.
+pub fn render(metrics: &[Metric]) -> String {
+    let mut out = String::new();
+    for metric in metrics {
+        let (name, help, kind, value) = match metric {
+            Metric::Counter(c) => (c.name, c.help, "counter", c.get() as i64),
+            Metric::Gauge(g) => (g.name, g.help, "gauge", g.value.load(Ordering::Relaxed)),
+        };
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static EVENTS: Counter = Counter::new("gpuledger_test_events_total", "Events seen.");
+    static LAG: Gauge = Gauge::new("gpuledger_test_lag", "Records behind.");
+
+    #[test]
+    fn renders_the_text_format() {
+        EVENTS.add(3);
+        LAG.set(-2);
+        let text = render(&[Metric::Counter(&EVENTS), Metric::Gauge(&LAG)]);
+        assert_eq!(
+            text,
+            "# HELP gpuledger_test_events_total Events seen.\n# TYPE gpuledger_test_events_total counter\ngpuledger_test_events_total 3\n\
+             # HELP gpuledger_test_lag Records behind.\n# TYPE gpuledger_test_lag gauge\ngpuledger_test_lag -2\n"
+        );
+    }
+}

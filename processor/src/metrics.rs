@@ -1,0 +1,59 @@
+//! The processor's metrics, in one place. A log line and its counter are
+//! emitted together where the thing happens.
+
+use gpuledger_common::metrics::{Counter, Metric};
+
+pub static LEDGER_EVENTS_APPLIED: Counter = Counter::new(
+    "gpuledger_ledger_events_applied_total",
+    "Ledger events applied by the state machine.",
+);
+pub static LEDGER_EVENTS_REJECTED: Counter = Counter::new(
+    "gpuledger_ledger_events_rejected_total",
+    "Ledger events rejected (undecodable or contradicting the state) and sent to the DLQ.",
+);
+pub static LEDGER_EVENTS_DUPLICATE: Counter = Counter::new(
+    "gpuledger_ledger_events_duplicate_total",
+    "Ledger events ignored because their event_id was applied before.",
+);
+pub static DECISIONS_EMITTED: Counter = Counter::new(
+    "gpuledger_decisions_emitted_total",
+    "Decisions committed to the decisions topic.",
+);
+pub static DECISION_TRANSACTIONS: Counter = Counter::new(
+    "gpuledger_decision_transactions_total",
+    "Kafka transactions committed by the ledger worker.",
+);
+pub static SAMPLES_WRITTEN: Counter = Counter::new(
+    "gpuledger_samples_written_total",
+    "GpuSample rows written durably to the samples table.",
+);
+pub static HISTORY_FILES_WRITTEN: Counter = Counter::new(
+    "gpuledger_history_files_written_total",
+    "Parquet history files written.",
+);
+pub static TELEMETRY_DEAD_LETTERS: Counter = Counter::new(
+    "gpuledger_telemetry_dead_letters_total",
+    "Telemetry records sent to the DLQ.",
+);
+pub static API_REQUESTS_REFUSED: Counter = Counter::new(
+    "gpuledger_api_requests_refused_total",
+    "Control API requests answered with a 4xx.",
+);
+
+/// Every metric of the processor, for `/metrics`.
+pub fn all() -> Vec<Metric> {
+    [
+        &LEDGER_EVENTS_APPLIED,
+        &LEDGER_EVENTS_REJECTED,
+        &LEDGER_EVENTS_DUPLICATE,
+        &DECISIONS_EMITTED,
+        &DECISION_TRANSACTIONS,
+        &SAMPLES_WRITTEN,
+        &HISTORY_FILES_WRITTEN,
+        &TELEMETRY_DEAD_LETTERS,
+        &API_REQUESTS_REFUSED,
+    ]
+    .into_iter()
+    .map(Metric::Counter)
+    .collect()
+}
