@@ -8,6 +8,7 @@
 //! to its committed offset to rebuild the state, then processing resumes.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use gpuledger_common::kafka::{
@@ -52,10 +53,12 @@ enum Output {
     },
 }
 
-/// One partition: its state machine, its transactional producer, and the
-/// offset below which records were already decided before this start.
+/// Every partition's state machine, readable by the control API.
+pub type SharedLedgers = Arc<RwLock<BTreeMap<i32, Ledger>>>;
+
+/// One partition: its transactional producer, and the offset below which
+/// records were already decided before this start.
 struct PartitionWorker {
-    ledger: Ledger,
     producer: FutureProducer,
     replay_until: i64,
     pending: Vec<Output>,
@@ -65,7 +68,11 @@ struct PartitionWorker {
 const TXN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs until shutdown.
-pub async fn run(config: &LedgerWorkerConfig, mut shutdown: Shutdown) -> Result<()> {
+pub async fn run(
+    config: &LedgerWorkerConfig,
+    ledgers: SharedLedgers,
+    mut shutdown: Shutdown,
+) -> Result<()> {
     let topic = config.kafka.topic(Topic::Ledger);
     let consumer: StreamConsumer = config
         .kafka
@@ -93,13 +100,18 @@ pub async fn run(config: &LedgerWorkerConfig, mut shutdown: Shutdown) -> Result<
         workers.insert(
             partition,
             PartitionWorker {
-                ledger: Ledger::new(config.ledger),
                 producer,
                 replay_until: committed.get(&partition).copied().unwrap_or(0),
                 pending: Vec::new(),
                 next_offset: None,
             },
         );
+    }
+    if let Ok(mut map) = ledgers.write() {
+        *map = workers
+            .keys()
+            .map(|&p| (p, Ledger::new(config.ledger)))
+            .collect();
     }
     consumer.assign(&assignment)?;
     tracing::info!(%topic, partitions = partitions.len(), ?committed, "ledger worker started");
@@ -112,7 +124,10 @@ pub async fn run(config: &LedgerWorkerConfig, mut shutdown: Shutdown) -> Result<
         let received = tokio::select! {
             _ = shutdown.wait() => break,
             _ = clock.due() => {
-                let pools: BTreeSet<String> = workers.values().flat_map(|w| w.ledger.pools().map(str::to_owned)).collect();
+                let pools: BTreeSet<String> = ledgers
+                    .read()
+                    .map(|map| map.values().flat_map(|l| l.pools().map(str::to_owned)).collect())
+                    .unwrap_or_default();
                 clock.tick(&pools, &config.cluster).await?;
                 continue;
             }
@@ -127,15 +142,24 @@ pub async fn run(config: &LedgerWorkerConfig, mut shutdown: Shutdown) -> Result<
                 };
                 let position = Position { partition, offset };
                 let decoded = codec.decode(message.payload().unwrap_or_default());
+                let apply = |event: &Event| {
+                    let mut map = ledgers
+                        .write()
+                        .map_err(|_| Error::Ledger("the ledger state lock is poisoned".into()))?;
+                    let ledger = map
+                        .entry(partition)
+                        .or_insert_with(|| Ledger::new(config.ledger));
+                    Ok::<_, Error>(ledger.apply(position, event))
+                };
                 if offset < worker.replay_until {
                     // Decided before this start: rebuild state, emit nothing.
                     if let Ok(event) = decoded {
-                        worker.ledger.apply(position, &event);
+                        apply(&event)?;
                     }
                     continue;
                 }
                 let outcome = match decoded {
-                    Ok(event) => worker.ledger.apply(position, &event),
+                    Ok(event) => apply(&event)?,
                     Err(e) => Outcome::Rejected {
                         reason: e.to_string(),
                     },

@@ -178,7 +178,8 @@ async fn main() -> anyhow::Result<()> {
             let s = shutdown.clone();
             tasks.spawn(async move { telemetry::run(&config, s).await });
             let s = shutdown.clone();
-            tasks.spawn(async move { ledger_worker::run(&ledger, s).await });
+            let ledgers = api_state.ledgers.clone();
+            tasks.spawn(async move { ledger_worker::run(&ledger, ledgers, s).await });
             let (kafka, waiters, s) = (
                 args.kafka.clone(),
                 api_state.waiters.clone(),

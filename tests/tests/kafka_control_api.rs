@@ -263,6 +263,54 @@ async fn kafka_control_api_appends_events_and_answers_admissions() {
         "{unmapped}"
     );
 
+    // Read views of the ledger's state.
+    let get = |path: &str, token: &str| match ureq::get(&format!("{api}{path}"))
+        .set("Authorization", &format!("Bearer {token}"))
+        .call()
+    {
+        Ok(r) => (
+            r.status(),
+            r.into_json::<serde_json::Value>().unwrap_or_default(),
+        ),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or_default()),
+        Err(e) => panic!("{e}"),
+    };
+    let (status, free) = get(
+        "/v1/availability?pool=h200&from=2027-01-01T00:00:00Z&to=2027-01-05T00:00:00Z&ge=1&hours=24",
+        LEAD,
+    );
+    assert_eq!(status, 200, "{free}");
+    assert_eq!(free["windows"][0]["free_ge"], "1", "{free}");
+    assert_eq!(free["earliest_start"], "2027-01-01T00:00:00Z", "{free}");
+    assert_eq!(get("/v1/availability?pool=nowhere", LEAD).0, 404);
+    let (status, me) = get("/v1/tenants/team-a", LEAD);
+    assert_eq!(status, 200, "{me}");
+    assert_eq!(
+        (
+            me["pools"][0]["nominal_ge"].as_str(),
+            me["pools"][0]["use"]["quota"].as_str()
+        ),
+        (Some("1"), Some("1")),
+        "{me}"
+    );
+    assert_eq!(get("/v1/tenants/team-b", LEAD).0, 403);
+    // A dry run decides on a copy of the state and appends nothing.
+    let dry = review("rev-5", "ml-a", r#"{"nvidia.com/gpu":"1"}"#)
+        .replace(
+            r#""operation":"CREATE""#,
+            r#""operation":"CREATE","dryRun":true"#,
+        )
+        .replace("train-0", "train-1");
+    let (_, reply) = post(&webhook, Some(SCHEDULER), &dry);
+    assert_eq!(reply["response"]["allowed"], false, "{reply}");
+    assert!(
+        reply["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("quota_exceeded"),
+        "{reply}"
+    );
+
     // Metrics: what was applied and what was rejected is counted.
     let metrics = ureq::get(&format!("{api}/metrics"))
         .call()

@@ -23,6 +23,9 @@ use auth::{Role, Tokens};
 use k8s::K8sMapping;
 use waiters::{Answer, Key, Waiters};
 
+use crate::ledger::{Ge, Outcome, Position};
+use crate::ledger_worker::SharedLedgers;
+
 /// Shared state of the handlers.
 #[derive(Clone)]
 pub struct ApiState {
@@ -32,6 +35,8 @@ pub struct ApiState {
     pub cluster: String,
     pub admission_timeout: Duration,
     pub k8s: Arc<K8sMapping>,
+    /// The ledger worker's state, read for availability, tenant views and dry runs.
+    pub ledgers: SharedLedgers,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -52,6 +57,7 @@ impl ApiState {
         k8s: K8sMapping,
     ) -> crate::Result<Self> {
         Ok(Self {
+            ledgers: SharedLedgers::default(),
             k8s: Arc::new(k8s),
             tokens: Arc::new(tokens),
             producer: Arc::new(Mutex::new(EventProducer::new(
@@ -82,6 +88,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/admission", post(post_admission))
         .route("/v1/reservations", post(post_reservation))
         .route("/v1/k8s/admission", post(post_k8s_admission))
+        .route("/v1/availability", get(get_availability))
+        .route("/v1/tenants/{tenant}", get(get_tenant))
         .route("/v1/reservations/{id}", delete(delete_reservation))
         .with_state(state)
 }
@@ -470,11 +478,7 @@ async fn post_k8s_admission(
         );
         return Ok(Json(k8s::response(&uid, false, 403, &message)).into_response());
     };
-    if ask.dry_run {
-        // A dry run must not append anything (sideEffects: NoneOnDryRun).
-        let message = "gpuledger: dry run, not checked against quota";
-        return Ok(Json(k8s::response(&uid, true, 200, message)).into_response());
-    }
+    let dry_run = ask.dry_run;
     let event = state.event(AdmissionRequest {
         pool: ask.pool,
         request_id: ask.request_id.clone(),
@@ -484,10 +488,15 @@ async fn post_k8s_admission(
         slices: ask.slices,
         max_slices: ask.max_slices,
     });
-    let answer = append_and_wait(&state, &event, Key::Request(ask.request_id), |d| {
-        matches!(&d.body, EventBody::AdmissionDecision(_))
-    })
-    .await;
+    let answer = if dry_run {
+        // sideEffects: NoneOnDryRun — decide on a copy of the state, append nothing.
+        dry_run_decision(&state, &event)
+    } else {
+        append_and_wait(&state, &event, Key::Request(ask.request_id), |d| {
+            matches!(&d.body, EventBody::AdmissionDecision(_))
+        })
+        .await
+    };
     let reply = match answer {
         Ok(decision) => match &decision.body {
             EventBody::AdmissionDecision(d)
@@ -519,4 +528,153 @@ async fn post_k8s_admission(
         Err(e) => return Err(e),
     };
     Ok(Json(reply).into_response())
+}
+
+/// What the ledger would decide for `event` now, on a copy of its state.
+fn dry_run_decision(state: &ApiState, event: &Event) -> Result<Event, ApiError> {
+    let pool = event.key().to_owned();
+    let map = state.ledgers.read().map_err(|_| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "ledger state unavailable",
+        )
+    })?;
+    let (partition, ledger) = map
+        .iter()
+        .find(|(_, l)| l.has_pool(&pool))
+        .ok_or_else(|| ApiError::new(StatusCode::CONFLICT, format!("unknown pool {pool:?}")))?;
+    match ledger.dry_run(
+        Position {
+            partition: *partition,
+            offset: -1,
+        },
+        event,
+    ) {
+        Outcome::Applied { decisions, .. } => decisions
+            .into_iter()
+            .find(|d| matches!(d.body, EventBody::AdmissionDecision(_)))
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "no decision in the dry run",
+                )
+            }),
+        Outcome::Duplicate => Err(ApiError::new(StatusCode::CONFLICT, "already applied")),
+        Outcome::Rejected { reason } => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("the ledger would reject it: {reason}"),
+        )),
+    }
+}
+
+/// Query of `GET /v1/availability`.
+#[derive(Debug, Deserialize)]
+struct AvailabilityQuery {
+    pool: String,
+    #[serde(default)]
+    from: Option<Timestamp>,
+    #[serde(default)]
+    to: Option<Timestamp>,
+    /// With `hours`: the GE to find the earliest confirmable window for.
+    #[serde(default)]
+    ge: Option<gpuledger_schemas::Rational>,
+    #[serde(default)]
+    hours: Option<gpuledger_schemas::Decimal>,
+}
+
+const WEEK_MICROS: i64 = 7 * 24 * 3_600_000_000;
+
+/// `GET /v1/availability?pool=&from=&to=[&ge=&hours=]`: reservable spare
+/// capacity over time (default: the next seven days) and, with `ge` and
+/// `hours`, the earliest start a reservation of that size would be confirmed.
+async fn get_availability(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    Query(query): Query<AvailabilityQuery>,
+) -> Result<Response, ApiError> {
+    role(&state, &headers)?;
+    let from = query.from.unwrap_or_else(Timestamp::now);
+    let to = query.to.unwrap_or(from.plus_micros(WEEK_MICROS));
+    let map = state.ledgers.read().map_err(|_| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "ledger state unavailable",
+        )
+    })?;
+    let Some(ledger) = map.values().find(|l| l.has_pool(&query.pool)) else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("unknown pool {:?}", query.pool),
+        ));
+    };
+    let windows = ledger
+        .availability(&query.pool, from, to)
+        .unwrap_or_default();
+    let earliest = match (&query.ge, &query.hours) {
+        (Some(ge), Some(hours)) => {
+            let micros = (hours.to_rational()
+                * gpuledger_schemas::Rational::from_integer(3_600_000_000))
+            .round_half_even(0)
+            .to_string()
+            .parse::<i64>()
+            .map_err(|_| ApiError::new(StatusCode::BAD_REQUEST, "hours is out of range"))?;
+            let ge = Ge::from_rational(ge);
+            let horizon = from.plus_micros(WEEK_MICROS * 52);
+            Some(ledger.earliest_window(&query.pool, &ge, micros, from, horizon))
+        }
+        (None, None) => None,
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "ge and hours go together",
+            ));
+        }
+    };
+    let body = serde_json::json!({
+        "pool": query.pool,
+        "windows": windows.iter().map(|w| serde_json::json!({
+            "from": w.from.to_string(), "to": w.to.to_string(), "free_ge": w.free_ge.to_string(),
+        })).collect::<Vec<_>>(),
+        "earliest_start": earliest.map(|e| e.map(|t| t.to_string())),
+    });
+    Ok(Json(body).into_response())
+}
+
+/// `GET /v1/tenants/{tenant}`: quota, use and reservations per pool. A team
+/// lead reads only its own tenant.
+async fn get_tenant(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    Path(tenant): Path<String>,
+) -> Result<Response, ApiError> {
+    let role = role(&state, &headers)?.clone();
+    acting_tenant(&role, Some(tenant.clone()))?;
+    let map = state.ledgers.read().map_err(|_| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "ledger state unavailable",
+        )
+    })?;
+    let pools: Vec<serde_json::Value> = map
+        .values()
+        .flat_map(|l| l.tenant(&tenant))
+        .map(|t| {
+            serde_json::json!({
+                "pool": t.pool,
+                "nominal_ge": t.nominal_ge.to_string(),
+                "burst_ge": t.burst_ge.to_string(),
+                "use": {
+                    "reserved": t.reserved_use.to_string(),
+                    "quota": t.quota_use.to_string(),
+                    "burst": t.burst_use.to_string(),
+                },
+                "active_reserved_ge": t.active_reserved_ge.to_string(),
+                "reservations": t.reservations.iter().map(|(id, ge, start, end, confirmed)| serde_json::json!({
+                    "reservation_id": id, "ge": ge.to_string(), "start": start.to_string(),
+                    "end": end.to_string(), "confirmed": confirmed,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    Ok(Json(serde_json::json!({ "tenant": tenant, "pools": pools })).into_response())
 }

@@ -26,6 +26,11 @@ impl Ge {
         Self(d.to_rational())
     }
 
+    /// From an exact rational quantity.
+    pub fn from_rational(r: &Rational) -> Self {
+        Self(r.clone())
+    }
+
     /// The exact value.
     pub fn as_rational(&self) -> &Rational {
         &self.0

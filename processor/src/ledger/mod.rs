@@ -14,9 +14,12 @@ mod ge;
 mod jobs;
 mod reservations;
 mod timers;
+mod views;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,6 +28,7 @@ use gpuledger_schemas::pricing::PriceBooks;
 use gpuledger_schemas::{Event, EventBody, Timestamp};
 
 pub use ge::Ge;
+pub use views::{TenantInPool, Window};
 
 use capacity::PoolInventory;
 use decide::Cause;
