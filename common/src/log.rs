@@ -1,5 +1,7 @@
 //! Logging through `tracing`: human-readable by default, JSON on request.
 
+use std::io::IsTerminal;
+
 use clap::{Args, ValueEnum};
 use tracing_subscriber::EnvFilter;
 
@@ -34,9 +36,11 @@ impl LogArgs {
     /// free for command output. Calling it twice is harmless.
     pub fn init(&self) {
         let filter = EnvFilter::try_new(&self.filter).unwrap_or_else(|_| EnvFilter::new("info"));
+        // Colours only on a terminal, never in files or log collectors.
         let builder = tracing_subscriber::fmt()
             .with_env_filter(filter)
-            .with_writer(std::io::stderr);
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal());
         let _ = match self.format {
             LogFormat::Text => builder.try_init(),
             LogFormat::Json => builder.json().try_init(),

@@ -8,6 +8,7 @@
 //! to its committed offset to rebuild the state, then processing resumes.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -23,6 +24,7 @@ use rdkafka::producer::{FutureProducer, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
+use crate::snapshot::{self, Snapshot};
 use crate::{Error, Result, metrics};
 
 /// Settings of the ledger worker.
@@ -42,6 +44,10 @@ pub struct LedgerWorkerConfig {
     pub clock_interval: Option<Duration>,
     /// Cluster name on the `Clock` events.
     pub cluster: String,
+    /// Where partition snapshots are kept; `None` replays from offset 0.
+    pub state_dir: Option<PathBuf>,
+    /// Write a partition's snapshot after this many events (and on shutdown).
+    pub snapshot_every: u64,
 }
 
 /// What one consumed record produces.
@@ -60,6 +66,9 @@ pub type SharedLedgers = Arc<RwLock<BTreeMap<i32, Ledger>>>;
 /// records were already decided before this start.
 struct PartitionWorker {
     producer: FutureProducer,
+    /// The next offset whose effects are committed, once this run committed.
+    committed_next: Option<i64>,
+    since_snapshot: u64,
     replay_until: i64,
     pending: Vec<Output>,
     next_offset: Option<i64>,
@@ -95,12 +104,42 @@ pub async fn run(
     let committed = committed_offsets(&consumer, &topic, &partitions)?;
     let mut assignment = TopicPartitionList::new();
     let mut workers = BTreeMap::new();
+    let mut restored = BTreeMap::new();
     for (partition, producer) in producers {
-        assignment.add_partition_offset(&topic, partition, Offset::Beginning)?;
+        let committed_at = committed.get(&partition).copied().unwrap_or(0);
+        let snapshot = match &config.state_dir {
+            Some(dir) => snapshot::load(dir, &topic, partition)?,
+            None => None,
+        };
+        let start = match snapshot {
+            Some(s) if s.next_offset <= committed_at => {
+                tracing::info!(
+                    partition,
+                    next_offset = s.next_offset,
+                    committed_at,
+                    "ledger state restored from snapshot"
+                );
+                restored.insert(partition, s.ledger);
+                Offset::Offset(s.next_offset)
+            }
+            Some(s) => {
+                tracing::warn!(
+                    partition,
+                    next_offset = s.next_offset,
+                    committed_at,
+                    "snapshot is ahead of the committed offset; replaying from 0"
+                );
+                Offset::Beginning
+            }
+            None => Offset::Beginning,
+        };
+        assignment.add_partition_offset(&topic, partition, start)?;
         workers.insert(
             partition,
             PartitionWorker {
                 producer,
+                committed_next: None,
+                since_snapshot: 0,
                 replay_until: committed.get(&partition).copied().unwrap_or(0),
                 pending: Vec::new(),
                 next_offset: None,
@@ -188,6 +227,7 @@ pub async fn run(
                     }
                 }
                 worker.next_offset = Some(offset + 1);
+                worker.since_snapshot += 1;
                 buffered += 1;
                 if buffered >= config.max_batch {
                     tokio::task::block_in_place(|| {
@@ -196,8 +236,10 @@ pub async fn run(
                             &topic,
                             &dlq_topic,
                             codec,
-                            &config.kafka,
+                            config,
+                            &ledgers,
                             &mut workers,
+                            false,
                         )
                     })?;
                     buffered = 0;
@@ -212,8 +254,10 @@ pub async fn run(
                             &topic,
                             &dlq_topic,
                             codec,
-                            &config.kafka,
+                            config,
+                            &ledgers,
                             &mut workers,
+                            false,
                         )
                     })?;
                     buffered = 0;
@@ -227,8 +271,10 @@ pub async fn run(
             &topic,
             &dlq_topic,
             codec,
-            &config.kafka,
+            config,
+            &ledgers,
             &mut workers,
+            true,
         )
     })?;
     tracing::info!("ledger worker stopped");
@@ -237,14 +283,18 @@ pub async fn run(
 
 /// One transaction per partition with something to commit: its decisions,
 /// its dead letters and its next offset, all or nothing.
+#[allow(clippy::too_many_arguments)]
 fn commit_all(
     consumer: &StreamConsumer,
     topic: &str,
     dlq_topic: &str,
     codec: &Codec,
-    kafka: &KafkaArgs,
+    config: &LedgerWorkerConfig,
+    ledgers: &SharedLedgers,
     workers: &mut BTreeMap<i32, PartitionWorker>,
+    final_snapshot: bool,
 ) -> Result<()> {
+    let kafka = &config.kafka;
     let group = consumer
         .group_metadata()
         .ok_or_else(|| Error::Ledger("the ledger consumer has no group metadata".into()))?;
@@ -281,6 +331,24 @@ fn commit_all(
         producer.commit_transaction(TXN_TIMEOUT)?;
         metrics::DECISION_TRANSACTIONS.inc();
         metrics::DECISIONS_EMITTED.add(decisions);
+        worker.committed_next = Some(next_offset);
+        // The state now matches the committed offset: a snapshot may be taken.
+        let due = worker.since_snapshot >= config.snapshot_every
+            || (final_snapshot && worker.since_snapshot > 0);
+        if let (Some(dir), true) = (&config.state_dir, due) {
+            let Some(ledger) = ledgers.read().ok().and_then(|m| m.get(&partition).cloned()) else {
+                continue;
+            };
+            let snapshot = Snapshot {
+                topic: topic.to_owned(),
+                partition,
+                next_offset,
+                ledger,
+            };
+            snapshot::save(dir, &snapshot)?;
+            worker.since_snapshot = 0;
+            tracing::debug!(partition, next_offset, "ledger snapshot written");
+        }
     }
     Ok(())
 }

@@ -102,6 +102,14 @@ struct RunArgs {
     #[arg(long, env = "GPULEDGER_CLOCK_INTERVAL_S", default_value_t = 60)]
     clock_interval_s: u64,
 
+    /// Folder for ledger snapshots (a restart replays only what follows them).
+    #[arg(long, env = "GPULEDGER_STATE_DIR", default_value = "var/state")]
+    state_dir: std::path::PathBuf,
+
+    /// Snapshot a ledger partition after this many events (and on shutdown).
+    #[arg(long, default_value_t = 10_000)]
+    snapshot_every: u64,
+
     /// Ledger events per decision transaction at most.
     #[arg(long, default_value_t = 500)]
     ledger_batch: usize,
@@ -136,6 +144,8 @@ async fn main() -> anyhow::Result<()> {
                 clock_interval: (args.clock_interval_s > 0)
                     .then(|| Duration::from_secs(args.clock_interval_s)),
                 cluster: args.cluster.clone(),
+                state_dir: Some(args.state_dir.clone()),
+                snapshot_every: args.snapshot_every.max(1),
             };
             let config = TelemetryWriterConfig {
                 kafka: args.kafka.clone(),

@@ -95,3 +95,18 @@ fn json_kind(value: &Value) -> &'static str {
         Value::Object(_) => "an object",
     }
 }
+
+/// Serde in the JSON form, so state that holds events (snapshots) can be
+/// written with serde.
+impl serde::Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serde::Serialize::serialize(&self.to_json_value(), s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Event {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = <Value as serde::Deserialize>::deserialize(d)?;
+        Event::from_json_value(&value).map_err(serde::de::Error::custom)
+    }
+}

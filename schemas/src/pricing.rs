@@ -75,7 +75,7 @@ pub enum PricingError {
 /// `effective_from` the higher `version` wins, whatever order they arrived in.
 /// A book without `pool` applies to every pool; pool-specific and global
 /// books share one timeline per pool.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PriceBooks {
     books: Vec<PriceBook>,
 }

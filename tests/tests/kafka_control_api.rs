@@ -48,6 +48,8 @@ async fn kafka_control_api_appends_events_and_answers_admissions() {
             history.to_str().unwrap(),
             "--group-id",
             &format!("{prefix}processor"),
+            "--state-dir",
+            work.path().join("state").to_str().unwrap(),
             "--api-listen",
             "127.0.0.1:0",
             "--api-token",

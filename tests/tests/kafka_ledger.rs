@@ -22,6 +22,7 @@ fn example(name: &str) -> String {
 
 fn processor(bootstrap: &str, prefix: &str, work: &WorkDir, log: &str) -> Service {
     let history = work.path().join("history");
+    let state = work.path().join("state");
     Service::start(
         "gpuledger-processor",
         &[
@@ -37,6 +38,11 @@ fn processor(bootstrap: &str, prefix: &str, work: &WorkDir, log: &str) -> Servic
             // The example owns time: no wall-clock ticks.
             "--clock-interval-s",
             "0",
+            // A snapshot after every event, so the restart resumes from one.
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--snapshot-every",
+            "1",
         ],
         &work.path().join(log),
     )
@@ -84,6 +90,15 @@ async fn kafka_ledger_decides_the_worked_example_exactly_once_across_a_kill() {
     let mut first = processor(&bootstrap, &prefix, &work, "processor-1.log");
     let some = read_committed(&bootstrap, &decisions_topic, 1, Duration::from_secs(60));
     assert!(!some.is_empty(), "no decision within 60 s");
+    // Kill once a snapshot exists, so the restart must resume from it.
+    let state = work.path().join("state");
+    gpuledger_tests::eventually("a ledger snapshot", Duration::from_secs(30), || {
+        std::fs::read_dir(&state)
+            .ok()?
+            .flatten()
+            .any(|f| f.file_name().to_string_lossy().ends_with(".snapshot.json"))
+            .then_some(())
+    });
     first.kill();
     let _second = processor(&bootstrap, &prefix, &work, "processor-2.log");
 
@@ -149,6 +164,11 @@ async fn kafka_ledger_decides_the_worked_example_exactly_once_across_a_kill() {
     got.sort_by_key(|v| v.to_string());
     want.sort_by_key(|v| v.to_string());
     assert_eq!(got, want);
+    let second_log = std::fs::read_to_string(work.path().join("processor-2.log")).unwrap();
+    assert!(
+        second_log.contains("ledger state restored from snapshot"),
+        "{second_log}"
+    );
 
     // The contradiction and the garbage are in the DLQ, each with its reason.
     let dlq = read_committed(

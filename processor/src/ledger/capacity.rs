@@ -4,11 +4,12 @@ use std::collections::BTreeMap;
 
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::events::{DeviceHealth, HealthState, InventoryDevice, NodeInventory};
+use serde::{Deserialize, Serialize};
 
 use super::Ge;
 
 /// The latest inventory per node and health per device.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct PoolInventory {
     /// node → (as of, devices).
     nodes: BTreeMap<String, (Timestamp, Vec<InventoryDevice>)>,

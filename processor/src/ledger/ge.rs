@@ -6,7 +6,10 @@ use std::ops::{Add, Sub};
 use gpuledger_schemas::{Decimal, Rational};
 
 /// An exact amount of GPU-equivalents.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(
+    Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct Ge(Rational);
 
 impl Ge {

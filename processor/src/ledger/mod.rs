@@ -26,6 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use gpuledger_schemas::events::{HoldKind, TenantPolicy};
 use gpuledger_schemas::pricing::PriceBooks;
 use gpuledger_schemas::{Event, EventBody, Timestamp};
+use serde::{Deserialize, Serialize};
 
 pub use ge::Ge;
 pub use views::{TenantInPool, Window};
@@ -59,7 +60,7 @@ pub enum Outcome {
 pub const DEFAULT_HOLD_TTL_MICROS: i64 = 15 * 60 * 1_000_000;
 
 /// Settings of the state machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerConfig {
     /// Admission hold lifetime before the attempt starts, microseconds.
     pub hold_ttl_micros: i64,
@@ -75,7 +76,7 @@ impl Default for LedgerConfig {
 
 /// An admission's hold on GE, from the decision until the attempt ends
 /// (or expires unstarted).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Hold {
     pub(crate) request_id: String,
     pub(crate) tenant: String,
@@ -87,7 +88,7 @@ pub(crate) struct Hold {
 }
 
 /// Where an attempt is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum AttemptPhase {
     Submitted,
     Running,
@@ -95,7 +96,7 @@ pub(crate) enum AttemptPhase {
 }
 
 /// One attempt of one job.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Attempt {
     pub(crate) tenant: String,
     pub(crate) phase: AttemptPhase,
@@ -119,7 +120,7 @@ impl Attempt {
 }
 
 /// A reservation as the ledger knows it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Reservation {
     pub(crate) tenant: String,
     pub(crate) slices: i32,
@@ -149,20 +150,22 @@ impl Reservation {
 }
 
 /// The state of one pool.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Pool {
     pub(crate) inventory: PoolInventory,
     pub(crate) policies: BTreeMap<String, TenantPolicy>,
     pub(crate) reservations: BTreeMap<String, Reservation>,
     /// Live holds by (job_id, attempt).
+    #[serde(with = "pairs")]
     pub(crate) holds: BTreeMap<(String, i32), Hold>,
+    #[serde(with = "pairs")]
     pub(crate) attempts: BTreeMap<(String, i32), Attempt>,
     /// Decided admission requests: the request's content and its decision.
     pub(crate) decided: BTreeMap<String, (String, Event)>,
 }
 
 /// The state of one ledger partition.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Ledger {
     config: LedgerConfig,
     now: Option<Timestamp>,
@@ -188,6 +191,17 @@ impl Ledger {
     /// The state machine's time: the largest `event_time` applied.
     pub fn now(&self) -> Option<Timestamp> {
         self.now
+    }
+
+    /// The whole state as JSON, to be restored by [`Ledger::from_snapshot`].
+    pub fn to_snapshot(&self) -> String {
+        serde_json::to_string(self)
+            .unwrap_or_else(|e| unreachable!("the ledger state always serializes: {e}"))
+    }
+
+    /// Restores a state written by [`Ledger::to_snapshot`].
+    pub fn from_snapshot(text: &str) -> Result<Ledger, String> {
+        serde_json::from_str(text).map_err(|e| format!("ledger snapshot does not read back: {e}"))
     }
 
     /// The pools this partition has seen, by name.
@@ -367,5 +381,28 @@ impl Pool {
             .map(|p| Ge::from_decimal(&p.nominal_ge))
             .sum();
         self.inventory.capacity() - nominal
+    }
+}
+
+/// Maps keyed by (job_id, attempt) as lists of pairs: JSON object keys must
+/// be strings.
+mod pairs {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<V: Serialize, S: Serializer>(
+        map: &BTreeMap<(String, i32), V>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_seq(map.iter())
+    }
+
+    pub(super) fn deserialize<'de, V: Deserialize<'de>, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<(String, i32), V>, D::Error> {
+        Ok(Vec::<((String, i32), V)>::deserialize(d)?
+            .into_iter()
+            .collect())
     }
 }

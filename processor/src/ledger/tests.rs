@@ -533,6 +533,25 @@ proptest! {
     }
 
     #[test]
+    fn a_snapshot_plus_the_tail_equals_a_full_replay(steps in proptest::collection::vec(step(), 0..60), cut in 0usize..70) {
+        let lines = lines_of(&steps);
+        let cut = cut.min(lines.len());
+        let mut full = Ledger::new(LedgerConfig::default());
+        let all = run(&mut full, &lines);
+        let mut head = Ledger::new(LedgerConfig::default());
+        run(&mut head, &lines[..cut]);
+        let mut restored = Ledger::from_snapshot(&head.to_snapshot()).unwrap();
+        prop_assert_eq!(&restored, &head);
+        let tail: Vec<Outcome> = lines[cut..]
+            .iter()
+            .enumerate()
+            .map(|(i, line)| restored.apply(Position { partition: 0, offset: (cut + i) as i64 }, &Event::from_json_str(line).unwrap()))
+            .collect();
+        prop_assert_eq!(&tail[..], &all[cut..]);
+        prop_assert_eq!(restored, full);
+    }
+
+    #[test]
     fn confirmed_reservations_never_exceed_spare_and_use_is_never_negative(steps in proptest::collection::vec(step(), 0..60)) {
         let lines = lines_of(&steps);
         let mut ledger = Ledger::new(LedgerConfig::default());
