@@ -14,6 +14,7 @@ use gpuledger_processor::api::k8s::K8sMapping;
 use gpuledger_processor::api::{self, ApiState, waiters};
 use gpuledger_processor::ledger::LedgerConfig;
 use gpuledger_processor::ledger_worker::{self, LedgerWorkerConfig};
+use gpuledger_processor::replay::{self, ReplayConfig};
 use gpuledger_processor::telemetry::{self, RollingPolicy, TelemetryWriterConfig};
 
 /// Folds the gpuledger event log into decisions and Parquet history.
@@ -31,6 +32,27 @@ struct Cli {
 enum Command {
     /// Consume and write history until stopped.
     Run(RunArgs),
+    /// Rebuild the ledger state from offset 0 (no output to Kafka) and write
+    /// the snapshots a later `run` resumes from.
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ReplayArgs {
+    #[command(flatten)]
+    kafka: KafkaArgs,
+
+    /// Folder for the ledger snapshots this writes.
+    #[arg(long, env = "GPULEDGER_STATE_DIR", default_value = "var/state")]
+    state_dir: std::path::PathBuf,
+
+    /// Admission hold lifetime, as in `run` (minutes).
+    #[arg(long, env = "GPULEDGER_HOLD_TTL_MINUTES", default_value_t = 15)]
+    hold_ttl_minutes: i64,
+
+    /// Also write every decision the replay makes here, as NDJSON.
+    #[arg(long)]
+    decisions_out: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -132,6 +154,27 @@ async fn main() -> anyhow::Result<()> {
     cli.log.init();
     let shutdown = Shutdown::from_signals();
     match cli.command {
+        Command::Replay(args) => {
+            let config = ReplayConfig {
+                kafka: args.kafka,
+                ledger: LedgerConfig {
+                    hold_ttl_micros: args.hold_ttl_minutes * 60 * 1_000_000,
+                },
+                state_dir: args.state_dir,
+                decisions_out: args.decisions_out,
+            };
+            let summary = tokio::task::block_in_place(|| replay::run(&config))?;
+            let mut out = std::io::stdout().lock();
+            writeln!(
+                out,
+                "replayed {} ledger records: {} applied, {} rejected, {} duplicates, {} decisions",
+                summary.events,
+                summary.applied,
+                summary.rejected,
+                summary.duplicates,
+                summary.decisions
+            )?;
+        }
         Command::Run(args) => {
             let ledger = LedgerWorkerConfig {
                 kafka: args.kafka.clone(),

@@ -164,6 +164,35 @@ async fn kafka_ledger_decides_the_worked_example_exactly_once_across_a_kill() {
     got.sort_by_key(|v| v.to_string());
     want.sort_by_key(|v| v.to_string());
     assert_eq!(got, want);
+    // A replay from offset 0 makes byte-identical decisions.
+    let replayed_path = work.path().join("replayed.ndjson");
+    let summary = gpuledger_tests::run_to_end(
+        "gpuledger-processor",
+        &[
+            "replay",
+            "--kafka-bootstrap",
+            &bootstrap,
+            "--topic-prefix",
+            &prefix,
+            "--state-dir",
+            work.path().join("replay-state").to_str().unwrap(),
+            "--decisions-out",
+            replayed_path.to_str().unwrap(),
+        ],
+    );
+    assert!(summary.contains("2 rejected"), "{summary}");
+    assert!(
+        summary.contains(&format!("{} decisions", expected.len())),
+        "{summary}"
+    );
+    let replayed: BTreeSet<String> = std::fs::read_to_string(&replayed_path)
+        .unwrap()
+        .lines()
+        .map(|l| Event::from_json_str(l).unwrap().to_json_string())
+        .collect();
+    let on_topic: BTreeSet<String> = decisions.iter().map(Event::to_json_string).collect();
+    assert_eq!(replayed, on_topic);
+
     let second_log = std::fs::read_to_string(work.path().join("processor-2.log")).unwrap();
     assert!(
         second_log.contains("ledger state restored from snapshot"),

@@ -1,0 +1,159 @@
+//! `gpuledger-processor replay`: rebuilds every ledger partition from
+//! offset 0 up to the topic's current end, without producing anything, and
+//! writes the snapshots a later `run` resumes from. With `--decisions-out`
+//! it also writes every decision the rebuild made as NDJSON, for comparing
+//! with what the decisions topic holds.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use gpuledger_common::kafka::KafkaArgs;
+use gpuledger_schemas::{Codec, Topic};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
+use crate::snapshot::{self, Snapshot};
+use crate::{Error, Result};
+
+/// Settings of a replay.
+#[derive(Debug, Clone)]
+pub struct ReplayConfig {
+    pub kafka: KafkaArgs,
+    pub ledger: LedgerConfig,
+    pub state_dir: PathBuf,
+    pub decisions_out: Option<PathBuf>,
+}
+
+/// What a replay did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplaySummary {
+    pub events: u64,
+    pub applied: u64,
+    pub rejected: u64,
+    pub duplicates: u64,
+    pub decisions: u64,
+}
+
+/// Replays every partition to its end, reporting progress on stderr.
+pub fn run(config: &ReplayConfig) -> Result<ReplaySummary> {
+    let topic = config.kafka.topic(Topic::Ledger);
+    let consumer: BaseConsumer = config
+        .kafka
+        .client_config(&[
+            ("group.id", "gpuledger-replay"),
+            ("enable.auto.commit", "false"),
+            ("isolation.level", "read_committed"),
+        ])?
+        .create()?;
+    let metadata = consumer.fetch_metadata(Some(&topic), Duration::from_secs(30))?;
+    let partitions: Vec<i32> = metadata
+        .topics()
+        .iter()
+        .filter(|t| t.name() == topic)
+        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+        .collect();
+    if partitions.is_empty() {
+        return Err(Error::Ledger(format!(
+            "topic {topic} has no partitions (does it exist?)"
+        )));
+    }
+    let mut ends = BTreeMap::new();
+    let mut assignment = TopicPartitionList::new();
+    for &p in &partitions {
+        let (low, high) = consumer.fetch_watermarks(&topic, p, Duration::from_secs(30))?;
+        if high > low {
+            ends.insert(p, high);
+            assignment.add_partition_offset(&topic, p, Offset::Beginning)?;
+        }
+    }
+    let total: i64 = ends.values().sum();
+    consumer.assign(&assignment)?;
+    let mut out = match &config.decisions_out {
+        Some(path) => Some(std::io::BufWriter::new(std::fs::File::create(path)?)),
+        None => None,
+    };
+    let codec = Codec::builtin();
+    let mut ledgers: BTreeMap<i32, Ledger> = BTreeMap::new();
+    let mut next: BTreeMap<i32, i64> = BTreeMap::new();
+    let mut summary = ReplaySummary::default();
+    let started = Instant::now();
+    let mut last_report = Instant::now();
+    let done = |next: &BTreeMap<i32, i64>| {
+        ends.iter()
+            .all(|(p, end)| next.get(p).is_some_and(|n| n >= end))
+    };
+    while !done(&next) {
+        let Some(message) = consumer.poll(Duration::from_secs(5)) else {
+            return Err(Error::Ledger(format!(
+                "replay stalled at {} of {total} records (is the broker reachable?)",
+                summary.events
+            )));
+        };
+        let message = message?;
+        let partition = message.partition();
+        let offset = message.offset();
+        next.insert(partition, offset + 1);
+        summary.events += 1;
+        let ledger = ledgers
+            .entry(partition)
+            .or_insert_with(|| Ledger::new(config.ledger));
+        let outcome = match codec.decode(message.payload().unwrap_or_default()) {
+            Ok(event) => ledger.apply(Position { partition, offset }, &event),
+            Err(e) => Outcome::Rejected {
+                reason: e.to_string(),
+            },
+        };
+        match outcome {
+            Outcome::Applied { decisions, .. } => {
+                summary.applied += 1;
+                summary.decisions += decisions.len() as u64;
+                if let Some(out) = out.as_mut() {
+                    for d in decisions {
+                        writeln!(out, "{}", d.to_json_string())?;
+                    }
+                }
+            }
+            Outcome::Rejected { .. } => summary.rejected += 1,
+            Outcome::Duplicate => summary.duplicates += 1,
+        }
+        if last_report.elapsed() >= Duration::from_millis(250) {
+            progress(summary.events, total, started);
+            last_report = Instant::now();
+        }
+    }
+    progress(summary.events, total, started);
+    eprintln!();
+    if let Some(mut out) = out {
+        out.flush()?;
+    }
+    for (partition, ledger) in ledgers {
+        let next_offset = next.get(&partition).copied().unwrap_or(0);
+        snapshot::save(
+            &config.state_dir,
+            &Snapshot {
+                topic: topic.clone(),
+                partition,
+                next_offset,
+                ledger,
+            },
+        )?;
+    }
+    Ok(summary)
+}
+
+/// One line of progress, rewritten in place: a bar, the count and the rate.
+fn progress(done: u64, total: i64, started: Instant) {
+    let total = total.max(1) as u64;
+    let width = 30;
+    let filled = (done.min(total) * width / total) as usize;
+    let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-3);
+    eprint!(
+        "\rreplaying the ledger [{}{}] {done}/{total} ({:.0} events/s)",
+        "#".repeat(filled),
+        " ".repeat(width as usize - filled),
+        rate
+    );
+}
