@@ -31,7 +31,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Consume and write history until stopped.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Rebuild the ledger state from offset 0 (no output to Kafka) and write
     /// the snapshots a later `run` resumes from.
     Replay(ReplayArgs),
