@@ -4,6 +4,7 @@
 //! contract events and delivers them to Kafka: `GpuSample`s to the
 //! telemetry topic, inventory to the ledger. It owns no ledger logic.
 
+pub mod attribution;
 pub mod config;
 pub mod sim;
 
