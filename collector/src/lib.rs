@@ -6,6 +6,7 @@
 
 pub mod attribution;
 pub mod config;
+pub mod job;
 pub mod sim;
 
 use std::time::Duration;
@@ -61,6 +62,15 @@ impl Summary {
             _ => {}
         }
     }
+}
+
+/// Sends one event (from `job start|end`) and waits until the broker has it.
+pub async fn send_one(kafka: &gpuledger_common::kafka::KafkaArgs, event: &Event) -> Result<()> {
+    event.validate()?;
+    let mut producer = EventProducer::new(kafka, "gpuledger-collector-job")?;
+    producer.send(event).await?;
+    producer.flush(Duration::from_secs(30)).await?;
+    Ok(())
 }
 
 /// Runs the simulated fleet: inventory first, then one round of samples per

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use clap::{Parser, Subcommand};
-use gpuledger_collector::SimulateArgs;
+use gpuledger_collector::{SimulateArgs, job};
 use gpuledger_common::log::LogArgs;
 use gpuledger_common::shutdown::Shutdown;
 
@@ -22,6 +22,17 @@ struct Cli {
 enum Command {
     /// Emit events for a simulated fleet instead of reading NVML.
     Simulate(SimulateArgs),
+    /// Job lifecycle events from scheduler hooks (Slurm prolog/epilog).
+    #[command(subcommand)]
+    Job(JobCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum JobCommand {
+    /// An attempt started (prolog).
+    Start(job::StartArgs),
+    /// An attempt ended (epilog): `--exit CODE[:SIGNAL]` or `--state`.
+    End(job::EndArgs),
 }
 
 #[tokio::main]
@@ -37,6 +48,16 @@ async fn main() -> anyhow::Result<()> {
                 serde_json::to_writer(&mut out, &summary)?;
                 writeln!(out)?;
             }
+        }
+        Command::Job(JobCommand::Start(args)) => {
+            let event = job::start_event(&args);
+            gpuledger_collector::send_one(&args.job.kafka, &event).await?;
+            writeln!(std::io::stdout().lock(), "{}", event.to_json_string())?;
+        }
+        Command::Job(JobCommand::End(args)) => {
+            let event = job::end_event(&args).map_err(anyhow::Error::msg)?;
+            gpuledger_collector::send_one(&args.job.kafka, &event).await?;
+            writeln!(std::io::stdout().lock(), "{}", event.to_json_string())?;
         }
     }
     Ok(())

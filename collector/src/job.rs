@@ -1,0 +1,184 @@
+//! `gpuledger-collector job start|end`: job lifecycle events from a
+//! scheduler's hooks (Slurm prolog and epilog, CI runners). The event id is
+//! derived from the job, the attempt and the state, so a retried hook is a
+//! duplicate the ledger ignores.
+
+use clap::{Args, ValueEnum};
+use gpuledger_common::kafka::KafkaArgs;
+use gpuledger_schemas::events::{JobEvent, JobState};
+use gpuledger_schemas::{Decimal, Envelope, Event, Timestamp};
+
+/// Fields both `start` and `end` carry.
+#[derive(Debug, Clone, Args)]
+pub struct JobArgs {
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+    #[arg(long, env = "GPULEDGER_CLUSTER", default_value = "local")]
+    pub cluster: String,
+    #[arg(long, env = "GPULEDGER_POOL")]
+    pub pool: String,
+    #[arg(long)]
+    pub job_id: String,
+    /// 1 for the first run, 2 for the first retry, …
+    #[arg(long, default_value_t = 1)]
+    pub attempt: i32,
+    #[arg(long)]
+    pub tenant: String,
+    #[arg(long)]
+    pub user: Option<String>,
+    #[arg(long)]
+    pub node: Option<String>,
+    /// When it happened (RFC 3339); default now.
+    #[arg(long)]
+    pub at: Option<Timestamp>,
+    /// Who emits it (goes to the event's `source`).
+    #[arg(long, default_value = "gpuledger-collector")]
+    pub source: String,
+}
+
+/// `job start`.
+#[derive(Debug, Clone, Args)]
+pub struct StartArgs {
+    #[command(flatten)]
+    pub job: JobArgs,
+    /// A device the job runs on (repeatable): GPU or MIG UUID.
+    #[arg(long = "device")]
+    pub devices: Vec<String>,
+    #[arg(long, requires = "requested_max_slices")]
+    pub requested_slices: Option<i32>,
+    #[arg(long, requires = "requested_slices")]
+    pub requested_max_slices: Option<i32>,
+}
+
+/// How the attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EndState {
+    Completed,
+    Failed,
+    Cancelled,
+    Preempted,
+}
+
+/// `job end`.
+#[derive(Debug, Clone, Args)]
+pub struct EndArgs {
+    #[command(flatten)]
+    pub job: JobArgs,
+    /// The end state; without it, `--exit` decides.
+    #[arg(long, value_enum)]
+    pub state: Option<EndState>,
+    /// Exit status as `CODE` or Slurm's `CODE:SIGNAL` (`SLURM_JOB_EXIT_CODE2`).
+    #[arg(long)]
+    pub exit: Option<String>,
+    #[arg(long)]
+    pub work_units: Option<Decimal>,
+    #[arg(long)]
+    pub work_unit_name: Option<String>,
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+/// The end state an exit status means: `0` (or `0:0`) completed; a signal
+/// with exit 0 (`0:15`, `0:9` — scancel, a time limit) cancelled; anything
+/// else failed. Returns the state and the exit code to record.
+pub fn state_from_exit(exit: &str) -> Result<(JobState, i32), String> {
+    let bad = || format!("exit status {exit:?} is not CODE or CODE:SIGNAL");
+    let (code, signal) = match exit.split_once(':') {
+        Some((c, s)) => (
+            c.trim().parse::<i32>().map_err(|_| bad())?,
+            s.trim().parse::<i32>().map_err(|_| bad())?,
+        ),
+        None => (exit.trim().parse::<i32>().map_err(|_| bad())?, 0),
+    };
+    let state = match (code, signal) {
+        (0, 0) => JobState::Completed,
+        (0, _) => JobState::Cancelled,
+        _ => JobState::Failed,
+    };
+    Ok((state, code))
+}
+
+fn event(job: &JobArgs, state: JobState, fill: impl FnOnce(&mut JobEvent)) -> Event {
+    let mut body = JobEvent {
+        pool: job.pool.clone(),
+        job_id: job.job_id.clone(),
+        attempt: job.attempt,
+        tenant: job.tenant.clone(),
+        user: job.user.clone(),
+        node: job.node.clone(),
+        state,
+        devices: None,
+        requested_slices: None,
+        requested_max_slices: None,
+        work_units: None,
+        work_unit_name: None,
+        exit_code: None,
+        reason: None,
+    };
+    fill(&mut body);
+    let node = job
+        .node
+        .as_deref()
+        .map(|n| format!("-{n}"))
+        .unwrap_or_default();
+    Event::new(
+        Envelope {
+            event_id: format!("{}-{}-{}{node}", job.job_id, job.attempt, state),
+            event_time: job.at.unwrap_or_else(Timestamp::now),
+            source: job.source.clone(),
+            cluster: job.cluster.clone(),
+        },
+        body,
+    )
+}
+
+/// The `started` event of `job start`.
+pub fn start_event(args: &StartArgs) -> Event {
+    event(&args.job, JobState::Started, |e| {
+        e.devices = (!args.devices.is_empty()).then(|| args.devices.clone());
+        e.requested_slices = args.requested_slices;
+        e.requested_max_slices = args.requested_max_slices;
+    })
+}
+
+/// The terminal event of `job end`.
+pub fn end_event(args: &EndArgs) -> Result<Event, String> {
+    let (from_exit, code) = match &args.exit {
+        Some(exit) => {
+            let (state, code) = state_from_exit(exit)?;
+            (Some(state), Some(code))
+        }
+        None => (None, None),
+    };
+    let state = match (args.state, from_exit) {
+        (Some(EndState::Completed), _) => JobState::Completed,
+        (Some(EndState::Failed), _) => JobState::Failed,
+        (Some(EndState::Cancelled), _) => JobState::Cancelled,
+        (Some(EndState::Preempted), _) => JobState::Preempted,
+        (None, Some(state)) => state,
+        (None, None) => return Err("give --state or --exit".to_owned()),
+    };
+    Ok(event(&args.job, state, |e| {
+        e.exit_code = code;
+        e.work_units = args.work_units.clone();
+        e.work_unit_name = args.work_unit_name.clone();
+        e.reason = args.reason.clone();
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_statuses_map_to_end_states() {
+        assert_eq!(state_from_exit("0"), Ok((JobState::Completed, 0)));
+        assert_eq!(state_from_exit("0:0"), Ok((JobState::Completed, 0)));
+        assert_eq!(state_from_exit("1:0"), Ok((JobState::Failed, 1)));
+        assert_eq!(state_from_exit("137"), Ok((JobState::Failed, 137)));
+        assert_eq!(state_from_exit("0:15"), Ok((JobState::Cancelled, 0)));
+        assert_eq!(state_from_exit("0:9"), Ok((JobState::Cancelled, 0)));
+        assert!(state_from_exit("boom").is_err());
+        assert!(state_from_exit("1:x").is_err());
+    }
+}
