@@ -30,9 +30,9 @@ enum Command {
 #[derive(Debug, Subcommand)]
 enum JobCommand {
     /// An attempt started (prolog).
-    Start(job::StartArgs),
+    Start(Box<job::StartArgs>),
     /// An attempt ended (epilog): `--exit CODE[:SIGNAL]` or `--state`.
-    End(job::EndArgs),
+    End(Box<job::EndArgs>),
 }
 
 #[tokio::main]
