@@ -341,36 +341,7 @@ impl DeadLetters {
 
     /// Sends one dead letter and waits until the broker has it.
     pub async fn send<M: rdkafka::Message>(&self, original: &M, reason: &str) -> Result<()> {
-        use rdkafka::message::Headers;
-        let mut headers = OwnedHeaders::new();
-        if let Some(existing) = original.headers() {
-            for h in existing.iter() {
-                headers = headers.insert(Header {
-                    key: h.key,
-                    value: h.value,
-                });
-            }
-        }
-        let partition = original.partition().to_string();
-        let offset = original.offset().to_string();
-        for (key, value) in [
-            (DLQ_REASON_HEADER, reason),
-            ("gpuledger_dlq_topic", original.topic()),
-            ("gpuledger_dlq_partition", &partition),
-            ("gpuledger_dlq_offset", &offset),
-        ] {
-            headers = headers.insert(Header {
-                key,
-                value: Some(value.as_bytes()),
-            });
-        }
-        let mut record = FutureRecord::<[u8], [u8]>::to(&self.topic).headers(headers);
-        if let Some(key) = original.key() {
-            record = record.key(key);
-        }
-        if let Some(payload) = original.payload() {
-            record = record.payload(payload);
-        }
+        let record = dead_letter(&self.topic, original, reason);
         self.producer
             .send(record, Duration::from_secs(30))
             .await

@@ -159,6 +159,14 @@ pub async fn run(
     let dlq_topic = config.kafka.topic(Topic::Dlq);
     let mut buffered = 0usize;
     let mut clock = ClockTicks::new(config)?;
+    let committer = Committer {
+        consumer: &consumer,
+        topic: &topic,
+        dlq_topic: &dlq_topic,
+        codec,
+        config,
+        ledgers: &ledgers,
+    };
     loop {
         let received = tokio::select! {
             _ = shutdown.wait() => break,
@@ -230,55 +238,54 @@ pub async fn run(
                 worker.since_snapshot += 1;
                 buffered += 1;
                 if buffered >= config.max_batch {
-                    tokio::task::block_in_place(|| {
-                        commit_all(
-                            &consumer,
-                            &topic,
-                            &dlq_topic,
-                            codec,
-                            config,
-                            &ledgers,
-                            &mut workers,
-                            false,
-                        )
-                    })?;
+                    committer.commit(&mut workers, false)?;
                     buffered = 0;
                 }
             }
             Ok(Err(e)) => tracing::warn!(error = %e, "ledger consumer error; retrying"),
             Err(_idle) => {
                 if buffered > 0 {
-                    tokio::task::block_in_place(|| {
-                        commit_all(
-                            &consumer,
-                            &topic,
-                            &dlq_topic,
-                            codec,
-                            config,
-                            &ledgers,
-                            &mut workers,
-                            false,
-                        )
-                    })?;
+                    committer.commit(&mut workers, false)?;
                     buffered = 0;
                 }
             }
         }
     }
-    tokio::task::block_in_place(|| {
-        commit_all(
-            &consumer,
-            &topic,
-            &dlq_topic,
-            codec,
-            config,
-            &ledgers,
-            &mut workers,
-            true,
-        )
-    })?;
+    committer.commit(&mut workers, true)?;
     tracing::info!("ledger worker stopped");
     Ok(())
+}
+
+/// What committing needs besides the partitions themselves.
+struct Committer<'a> {
+    consumer: &'a StreamConsumer,
+    topic: &'a str,
+    dlq_topic: &'a str,
+    codec: &'a Codec,
+    config: &'a LedgerWorkerConfig,
+    ledgers: &'a SharedLedgers,
+}
+
+impl Committer<'_> {
+    /// Commits off the async worker threads (the transaction calls block).
+    fn commit(
+        &self,
+        workers: &mut BTreeMap<i32, PartitionWorker>,
+        final_snapshot: bool,
+    ) -> Result<()> {
+        tokio::task::block_in_place(|| {
+            commit_all(
+                self.consumer,
+                self.topic,
+                self.dlq_topic,
+                self.codec,
+                self.config,
+                self.ledgers,
+                workers,
+                final_snapshot,
+            )
+        })
+    }
 }
 
 /// One transaction per partition with something to commit: its decisions,
