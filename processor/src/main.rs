@@ -210,7 +210,14 @@ async fn main() -> anyhow::Result<()> {
                     max_slices: args.k8s_max_slices,
                 },
             )?;
-            let listener = tokio::net::TcpListener::bind(args.api_listen).await?;
+            let listener = tokio::net::TcpListener::bind(args.api_listen)
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "cannot listen on {} for the control API: {e} (set --api-listen)",
+                        args.api_listen
+                    )
+                })?;
             {
                 // The first stdout line is the API address, for scripts and tests.
                 let mut out = std::io::stdout().lock();

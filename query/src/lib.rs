@@ -60,7 +60,17 @@ pub async fn run(
     on_bound: impl FnOnce(SocketAddr),
 ) -> Result<()> {
     let ctx = session(&config.history_root)?;
-    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot listen on {} for the SQL API: {e} (set --listen)",
+                    config.listen
+                ),
+            )
+        })?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, root = %config.history_root.display(), "query service listening");
     on_bound(addr);

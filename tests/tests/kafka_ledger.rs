@@ -39,6 +39,8 @@ fn processor(bootstrap: &str, prefix: &str, work: &WorkDir, log: &str) -> Servic
             "--clock-interval-s",
             "0",
             // A snapshot after every event, so the restart resumes from one.
+            "--api-listen",
+            "127.0.0.1:0",
             "--state-dir",
             state.to_str().unwrap(),
             "--snapshot-every",

@@ -31,6 +31,8 @@ async fn kafka_skeleton_samples_travel_from_collector_to_sql() {
             history,
             "--group-id",
             &group,
+            "--api-listen",
+            "127.0.0.1:0",
             "--state-dir",
             work.path().join("state").to_str().unwrap(),
             "--flush-interval-ms",
