@@ -15,7 +15,7 @@ use gpuledger_schemas::{Codec, EventBody, Topic};
 use rdkafka::Message;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 
-use crate::history::layout::{FileName, durable_offsets};
+use crate::history::layout::{FileName, durable_offsets, remove_leftovers};
 use crate::history::samples::{self, SamplesBuilder};
 use crate::history::sink::write_file;
 use crate::{Error, Result, metrics};
@@ -63,6 +63,10 @@ pub async fn run(config: &TelemetryWriterConfig, mut shutdown: Shutdown) -> Resu
         .kafka
         .client_config(&[
             ("group.id", &config.group_id),
+            // A crashed member holds its partitions until its session times
+            // out; keep that short so a restart resumes within seconds.
+            ("session.timeout.ms", "10000"),
+            ("heartbeat.interval.ms", "2000"),
             ("client.id", "gpuledger-processor-telemetry"),
             ("enable.auto.commit", "true"),
             ("auto.commit.interval.ms", "1000"),
@@ -76,6 +80,13 @@ pub async fn run(config: &TelemetryWriterConfig, mut shutdown: Shutdown) -> Resu
     consumer.subscribe(&[&topic])?;
     let dead_letters = DeadLetters::new(&config.kafka, "gpuledger-processor-dlq")?;
     let codec = Codec::builtin();
+    let leftovers = remove_leftovers(&config.history_root, samples::TABLE)?;
+    if leftovers > 0 {
+        tracing::info!(
+            leftovers,
+            "removed temporary files of writes a crash interrupted"
+        );
+    }
     let mut durable = durable_offsets(&config.history_root, samples::TABLE, &topic)?;
     let mut buffers: HashMap<i32, PartitionBuffer> = HashMap::new();
     let mut ticker = tokio::time::interval(config.rolling.max_age.min(Duration::from_secs(1)));

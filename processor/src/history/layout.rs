@@ -76,6 +76,29 @@ pub fn durable_offsets(
     Ok(out)
 }
 
+/// Removes temporary files a crash left behind in `table` (a write that
+/// never reached its rename). Returns how many were removed.
+pub fn remove_leftovers(root: &Path, table: &str) -> std::io::Result<usize> {
+    let mut removed = 0;
+    let Ok(days) = std::fs::read_dir(root.join(table)) else {
+        return Ok(0);
+    };
+    for day in days.flatten() {
+        let Ok(files) = std::fs::read_dir(day.path()) else {
+            continue;
+        };
+        for file in files.flatten() {
+            let name = file.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') && name.ends_with(".parquet.tmp") {
+                std::fs::remove_file(file.path())?;
+                removed += 1;
+            }
+        }
+    }
+    Ok(removed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,6 +134,8 @@ mod tests {
         }
         let offsets = durable_offsets(root.path(), "samples", "t").unwrap();
         assert_eq!(offsets, HashMap::from([(0, 19), (1, 4)]));
+        assert_eq!(remove_leftovers(root.path(), "samples").unwrap(), 1);
+        assert_eq!(remove_leftovers(root.path(), "samples").unwrap(), 0);
         assert!(
             durable_offsets(root.path(), "nothing", "t")
                 .unwrap()

@@ -1,0 +1,116 @@
+//! Exactly-once Parquet history under crashes: the processor is killed with
+//! SIGKILL ten times while a fleet streams samples, and restarted each time.
+//! Afterwards every sample is in the `samples` table exactly once.
+
+use std::time::Duration;
+
+use gpuledger_tests::{
+    Service, WorkDir, create_topics, eventually, require_broker, sql, unique_prefix,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_telemetry_history_survives_ten_kills() {
+    let bootstrap = require_broker();
+    let prefix = unique_prefix("crash");
+    create_topics(&bootstrap, &prefix, 4).await;
+    let work = WorkDir::new("crash");
+    let history = work.path().join("history");
+    let history = history.to_str().unwrap().to_owned();
+    let start_processor = |n: usize| {
+        Service::start(
+            "gpuledger-processor",
+            &[
+                "run",
+                "--kafka-bootstrap",
+                &bootstrap,
+                "--topic-prefix",
+                &prefix,
+                "--history-root",
+                &history,
+                "--group-id",
+                &format!("{prefix}processor"),
+                "--api-listen",
+                "127.0.0.1:0",
+                "--state-dir",
+                work.path().join("state").to_str().unwrap(),
+                "--clock-interval-s",
+                "0",
+                // Small, frequent files: many moments to be killed in.
+                "--flush-rows",
+                "300",
+                "--flush-interval-ms",
+                "150",
+            ],
+            &work.path().join(format!("processor-{n}.log")),
+        )
+    };
+
+    // 4 nodes × (4 MIG + 1 GPU) × 200 ticks = 4,000 samples over ~20 s.
+    let mut collector = Service::start(
+        "gpuledger-collector",
+        &[
+            "simulate",
+            "--kafka-bootstrap",
+            &bootstrap,
+            "--topic-prefix",
+            &prefix,
+            "--nodes",
+            "4",
+            "--ticks",
+            "200",
+            "--interval-ms",
+            "100",
+            "--realtime",
+            "--start",
+            "2026-11-03T23:59:00Z",
+            "--summary",
+        ],
+        &work.path().join("collector.log"),
+    );
+    let mut processor = start_processor(0);
+    for n in 1..=10 {
+        std::thread::sleep(Duration::from_millis(1500 + 97 * n as u64));
+        processor.kill();
+        processor = start_processor(n);
+    }
+    let summary = collector.wait_for_line("{", Duration::from_secs(120));
+    let summary: serde_json::Value =
+        serde_json::from_str(&format!("{{{summary}")).expect("collector summary");
+    assert_eq!(summary["samples"], 4000);
+
+    let mut query = Service::start(
+        "gpuledger-query",
+        &[
+            "serve",
+            "--history-root",
+            &history,
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &work.path().join("query.log"),
+    );
+    let base_url = query.wait_for_line("listening on ", Duration::from_secs(30));
+    let row = eventually(
+        "every sample in the history",
+        Duration::from_secs(90),
+        || {
+            assert!(
+                processor.is_running(),
+                "the last processor exited; see {}",
+                work.path().display()
+            );
+            let rows = sql(
+            &base_url,
+            "SELECT count(*) AS n, count(DISTINCT concat(source, ':', CAST(seq AS VARCHAR))) AS ids, \
+             sum(mem_used_bytes) AS mem FROM samples",
+        )
+        .expect("SQL answers");
+            (rows[0]["n"].as_u64() >= Some(4000)).then(|| rows[0].clone())
+        },
+    );
+    assert_eq!(row["n"], 4000, "rows in the history");
+    assert_eq!(row["ids"], 4000, "distinct event ids (source:seq)");
+    assert_eq!(row["mem"], summary["sum_mem_used_bytes"]);
+    drop(query);
+    drop(processor);
+}
