@@ -5,7 +5,8 @@
 #     build), kcat (a Kafka client for checks), maven and a Java 17+ runtime
 #     (the local broker), python3-venv;
 #   - a Python environment with confluent-kafka and fastavro (wire-format
-#     interop tests) in ~/.cache/gpuledger/venv;
+#     interop tests) and duckdb and pyarrow (reading the Parquet history as
+#     other engines do) in ~/.cache/gpuledger/venv;
 #   - the Kafka broker jars (deploy/local/kafka.sh fetch).
 set -euo pipefail
 
@@ -34,7 +35,7 @@ fi
 
 command -v cargo >/dev/null || { say "cargo is missing: install Rust 1.94 or later (https://rustup.rs)"; exit 1; }
 
-python_packages=(confluent-kafka==2.16.1 fastavro==1.13.1)
+python_packages=(confluent-kafka==2.16.1 fastavro==1.13.1 duckdb==2.0.1 pyarrow==26.0.1)
 stamp="$venv/.installed-$(printf '%s ' "${python_packages[@]}" | md5sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   say "creating the Python environment in $venv"

@@ -62,7 +62,7 @@ async fn kafka_telemetry_history_survives_ten_kills() {
             "100",
             "--realtime",
             "--start",
-            "2026-11-03T23:59:00Z",
+            "2026-11-03T23:59:50Z",
             "--summary",
         ],
         &work.path().join("collector.log"),
@@ -113,4 +113,31 @@ async fn kafka_telemetry_history_survives_ten_kills() {
     assert_eq!(row["mem"], summary["sum_mem_used_bytes"]);
     drop(query);
     drop(processor);
+
+    // Other engines read the same files as they are: DuckDB and pyarrow,
+    // with the `date` partition column from the folder names.
+    let python = gpuledger_tests::python();
+    let out = std::process::Command::new(&python)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/interop/read_history.py"
+        ))
+        .args([&history, "samples"])
+        .output()
+        .unwrap_or_else(|e| panic!("{} runs (make setup creates it): {e}", python.display()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(read["duckdb_rows"], 4000, "{read}");
+    assert_eq!(read["duckdb_ids"], 4000, "{read}");
+    assert_eq!(read["pyarrow_rows"], 4000, "{read}");
+    assert_eq!(read["pyarrow_has_date"], true, "{read}");
+    assert_eq!(
+        read["dates"],
+        serde_json::json!(["2026-11-03", "2026-11-04"]),
+        "{read}"
+    );
 }
