@@ -134,17 +134,31 @@ const RELEASED: &[(EventType, u32, &str)] = &[
 struct SchemaVersion {
     event_type: EventType,
     version: u32,
-    schema: Schema,
+    /// Leaked on purpose: schemas live as long as the program, and the
+    /// cached readers and writers below borrow them.
+    schema: &'static Schema,
     fingerprint: Fingerprint,
 }
 
 /// The schemas a codec reads and writes.
-#[derive(Debug)]
 pub struct Codec {
     versions: Vec<SchemaVersion>,
     by_fingerprint: HashMap<Fingerprint, usize>,
     /// The version each event type is written with (the newest).
     current: HashMap<EventType, usize>,
+    /// One reader per writer fingerprint, resolving to the current version;
+    /// building one resolves schemas, so it is done once, not per message.
+    readers: HashMap<Fingerprint, GenericDatumReader<'static>>,
+    /// One writer per event type, for its current version.
+    writers: HashMap<EventType, GenericDatumWriter<'static>>,
+}
+
+impl std::fmt::Debug for Codec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Codec")
+            .field("versions", &self.versions)
+            .finish()
+    }
 }
 
 static BUILTIN: LazyLock<Codec> = LazyLock::new(|| {
@@ -162,6 +176,9 @@ static BUILTIN: LazyLock<Codec> = LazyLock::new(|| {
             });
     }
     codec
+        .finish()
+        .unwrap_or_else(|e| panic!("built-in schemas do not resolve: {e}"));
+    codec
 });
 
 impl Codec {
@@ -175,7 +192,32 @@ impl Codec {
             versions: Vec::new(),
             by_fingerprint: HashMap::new(),
             current: HashMap::new(),
+            readers: HashMap::new(),
+            writers: HashMap::new(),
         }
+    }
+
+    /// Builds the cached readers and writers once every version is known.
+    fn finish(&mut self) -> Result<(), String> {
+        self.readers.clear();
+        self.writers.clear();
+        for version in &self.versions {
+            let current = &self.versions[self.current[&version.event_type]];
+            let reader_schema =
+                (current.fingerprint != version.fingerprint).then_some(current.schema);
+            let reader = GenericDatumReader::builder(version.schema)
+                .maybe_reader_schema(reader_schema)
+                .build()
+                .map_err(|e| e.to_string())?;
+            self.readers.insert(version.fingerprint, reader);
+        }
+        for (&event_type, &index) in &self.current {
+            let writer = GenericDatumWriter::builder(self.versions[index].schema)
+                .build()
+                .map_err(|e| e.to_string())?;
+            self.writers.insert(event_type, writer);
+        }
+        Ok(())
     }
 
     /// A codec with the released schemas plus `extra` versions (a schema a
@@ -186,6 +228,7 @@ impl Codec {
         for (event_type, version, text) in RELEASED.iter().chain(extra) {
             codec.add_schema(*event_type, *version, text)?;
         }
+        codec.finish()?;
         Ok(codec)
     }
 
@@ -195,8 +238,10 @@ impl Codec {
         version: u32,
         text: &str,
     ) -> Result<(), String> {
-        let schema = Schema::parse_str(text).map_err(|e| e.to_string())?;
-        let fingerprint = fingerprint(&schema);
+        let schema: &'static Schema = Box::leak(Box::new(
+            Schema::parse_str(text).map_err(|e| e.to_string())?,
+        ));
+        let fingerprint = fingerprint(schema);
         let index = self.versions.len();
         self.versions.push(SchemaVersion {
             event_type,
@@ -217,7 +262,7 @@ impl Codec {
 
     /// The schema this codec writes `event_type` with.
     pub fn schema(&self, event_type: EventType) -> &Schema {
-        &self.versions[self.current[&event_type]].schema
+        self.versions[self.current[&event_type]].schema
     }
 
     /// The fingerprint this codec writes `event_type` with.
@@ -234,9 +279,10 @@ impl Codec {
             event_id: display_id(&event.envelope.event_id),
             message,
         };
-        let writer = GenericDatumWriter::builder(&version.schema)
-            .build()
-            .map_err(|e| encode_error(e.to_string()))?;
+        let writer = self
+            .writers
+            .get(&event_type)
+            .ok_or_else(|| encode_error("no writer for this type".to_owned()))?;
         let datum = writer
             .write_value_to_vec(to_avro_value(event))
             .map_err(|e| encode_error(e.to_string()))?;
@@ -268,20 +314,14 @@ impl Codec {
                 fingerprint: hex(&fp),
             })?;
         let event_type = writer.event_type;
-        let reader = &self.versions[self.current[&event_type]];
         let datum_error = |message: String| Error::Datum {
             event_type: event_type.name(),
             message,
         };
-
-        let mut builder_reader = None;
-        if reader.fingerprint != writer.fingerprint {
-            builder_reader = Some(&reader.schema);
-        }
-        let datum_reader = GenericDatumReader::builder(&writer.schema)
-            .maybe_reader_schema(builder_reader)
-            .build()
-            .map_err(|e| datum_error(e.to_string()))?;
+        let datum_reader = self
+            .readers
+            .get(&fp)
+            .ok_or_else(|| datum_error("no reader for this schema".to_owned()))?;
         let mut input = ExactInput {
             rest: &bytes[HEADER_LEN..],
             overran: false,
