@@ -256,12 +256,7 @@ async fn post_admission(
     body: String,
 ) -> Result<Response, ApiError> {
     let role = role(&state, &headers)?.clone();
-    if matches!(role, Role::TeamLead { .. }) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "admission requests need the scheduler or admin role",
-        ));
-    }
+    require_scheduler(&role, "admission requests")?;
     let request: AdmissionBody = serde_json::from_str(&body)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("admission request: {e}")))?;
     let request_id = request.request_id.clone();
@@ -454,12 +449,7 @@ async fn post_k8s_admission(
     body: String,
 ) -> Result<Response, ApiError> {
     let role = role(&state, &headers)?.clone();
-    if matches!(role, Role::TeamLead { .. }) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "the webhook needs the scheduler or admin role",
-        ));
-    }
+    require_scheduler(&role, "the webhook")?;
     let review: serde_json::Value = serde_json::from_str(&body)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("AdmissionReview: {e}")))?;
     let ask = k8s::read_review(&review, &state.k8s)
@@ -533,12 +523,7 @@ async fn post_k8s_admission(
 /// What the ledger would decide for `event` now, on a copy of its state.
 fn dry_run_decision(state: &ApiState, event: &Event) -> Result<Event, ApiError> {
     let pool = event.key().to_owned();
-    let map = state.ledgers.read().map_err(|_| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "ledger state unavailable",
-        )
-    })?;
+    let map = read_ledgers(state)?;
     let (partition, ledger) = map
         .iter()
         .find(|(_, l)| l.has_pool(&pool))
@@ -595,12 +580,7 @@ async fn get_availability(
     role(&state, &headers)?;
     let from = query.from.unwrap_or_else(Timestamp::now);
     let to = query.to.unwrap_or(from.plus_micros(WEEK_MICROS));
-    let map = state.ledgers.read().map_err(|_| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "ledger state unavailable",
-        )
-    })?;
+    let map = read_ledgers(&state)?;
     let Some(ledger) = map.values().find(|l| l.has_pool(&query.pool)) else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -649,12 +629,7 @@ async fn get_tenant(
 ) -> Result<Response, ApiError> {
     let role = role(&state, &headers)?.clone();
     acting_tenant(&role, Some(tenant.clone()))?;
-    let map = state.ledgers.read().map_err(|_| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "ledger state unavailable",
-        )
-    })?;
+    let map = read_ledgers(&state)?;
     let pools: Vec<serde_json::Value> = map
         .values()
         .flat_map(|l| l.tenant(&tenant))
@@ -677,4 +652,30 @@ async fn get_tenant(
         })
         .collect();
     Ok(Json(serde_json::json!({ "tenant": tenant, "pools": pools })).into_response())
+}
+
+/// The ledger worker's state, for reading.
+fn read_ledgers(
+    state: &ApiState,
+) -> Result<
+    std::sync::RwLockReadGuard<'_, std::collections::BTreeMap<i32, crate::ledger::Ledger>>,
+    ApiError,
+> {
+    state.ledgers.read().map_err(|_| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "ledger state unavailable",
+        )
+    })
+}
+
+/// Admission requests come from schedulers (and admins), not team leads.
+fn require_scheduler(role: &Role, what: &str) -> Result<(), ApiError> {
+    if matches!(role, Role::TeamLead { .. }) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("{what}: the scheduler or admin role is needed"),
+        ));
+    }
+    Ok(())
 }
