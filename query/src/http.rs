@@ -17,6 +17,8 @@ use serde::Deserialize;
 #[derive(Clone)]
 pub struct AppState {
     pub ctx: Arc<SessionContext>,
+    /// How long one query may run.
+    pub timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for AppState {

@@ -36,16 +36,22 @@ pub struct QueryConfig {
     pub history_root: PathBuf,
     /// Address of the HTTP API (`127.0.0.1:0` picks a free port).
     pub listen: SocketAddr,
+    /// Memory all running queries may hold together; a query past it fails
+    /// with "Resources exhausted" instead of taking the service down.
+    pub memory_limit_bytes: usize,
+    /// How long one query may run.
+    pub query_timeout: std::time::Duration,
 }
 
-/// A session with the history tables registered.
-pub fn session(history_root: &std::path::Path) -> Result<SessionContext> {
+/// A session with the history tables registered, under `memory_bytes`.
+pub fn session(history_root: &std::path::Path, memory_bytes: usize) -> Result<SessionContext> {
     let config = SessionConfig::new().with_information_schema(true);
     // DataFusion caches a table's file listing forever by default; history
     // grows while the service runs, so every query lists the files anew.
     let caches = CacheManagerConfig::default().with_list_files_cache_limit(0);
     let runtime = RuntimeEnvBuilder::new()
         .with_cache_manager(caches)
+        .with_memory_limit(memory_bytes, 1.0)
         .build_arc()?;
     let ctx = SessionContext::new_with_config_rt(config, runtime);
     catalog::register_history(&ctx, history_root)?;
@@ -59,7 +65,7 @@ pub async fn run(
     mut shutdown: Shutdown,
     on_bound: impl FnOnce(SocketAddr),
 ) -> Result<()> {
-    let ctx = session(&config.history_root)?;
+    let ctx = session(&config.history_root, config.memory_limit_bytes)?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| {
@@ -74,7 +80,10 @@ pub async fn run(
     let addr = listener.local_addr()?;
     tracing::info!(%addr, root = %config.history_root.display(), "query service listening");
     on_bound(addr);
-    let app = http::router(http::AppState { ctx: Arc::new(ctx) });
+    let app = http::router(http::AppState {
+        ctx: Arc::new(ctx),
+        timeout: config.query_timeout,
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.wait().await })
         .await?;

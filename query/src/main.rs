@@ -34,6 +34,14 @@ struct ServeArgs {
     /// Address of the HTTP API; port 0 picks a free one (printed on stdout).
     #[arg(long, env = "GPULEDGER_QUERY_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
+
+    /// Memory all running queries may hold together (MiB).
+    #[arg(long, env = "GPULEDGER_QUERY_MEMORY_MB", default_value_t = 2048)]
+    memory_limit_mb: usize,
+
+    /// How long one query may run (seconds).
+    #[arg(long, env = "GPULEDGER_QUERY_TIMEOUT_S", default_value_t = 60)]
+    query_timeout_s: u64,
 }
 
 #[tokio::main]
@@ -46,6 +54,8 @@ async fn main() -> anyhow::Result<()> {
             let config = QueryConfig {
                 history_root: args.history.root,
                 listen: args.listen,
+                memory_limit_bytes: args.memory_limit_mb * 1024 * 1024,
+                query_timeout: std::time::Duration::from_secs(args.query_timeout_s),
             };
             gpuledger_query::run(&config, shutdown, |addr| {
                 // The first stdout line is the address, for scripts and tests.

@@ -110,6 +110,15 @@ async fn kafka_skeleton_samples_travel_from_collector_to_sql() {
     assert_eq!(row["first"], "2026-11-03T23:55:10Z");
     assert_eq!(row["last"], "2026-11-04T00:01:40Z");
 
+    // Read-only, and bad SQL is a 400 naming what was wrong.
+    let refused = sql(&base_url, "CREATE TABLE x AS SELECT 1").unwrap_err();
+    assert!(refused.starts_with("HTTP 400"), "{refused}");
+    assert!(refused.to_lowercase().contains("ddl"), "{refused}");
+    let refused = sql(&base_url, "INSERT INTO samples SELECT * FROM samples").unwrap_err();
+    assert!(refused.starts_with("HTTP 400"), "{refused}");
+    let refused = sql(&base_url, "SELECT nope FROM samples").unwrap_err();
+    assert!(refused.contains("nope"), "{refused}");
+
     let metrics = ureq::get(&format!("{base_url}/metrics"))
         .call()
         .unwrap()
