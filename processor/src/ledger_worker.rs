@@ -433,7 +433,8 @@ fn transactional_producer(config: &LedgerWorkerConfig, partition: i32) -> Result
     Ok(producer)
 }
 
-fn partitions_of(consumer: &StreamConsumer, topic: &str) -> Result<Vec<i32>> {
+/// The partition ids of `topic`; an error when it has none (or does not exist).
+pub(crate) fn partitions_of<C: Consumer>(consumer: &C, topic: &str) -> Result<Vec<i32>> {
     let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(30))?;
     let partitions: Vec<i32> = metadata
         .topics()

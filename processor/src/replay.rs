@@ -15,6 +15,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
+use crate::ledger_worker::partitions_of;
 use crate::snapshot::{self, Snapshot};
 use crate::{Error, Result};
 
@@ -48,18 +49,7 @@ pub fn run(config: &ReplayConfig) -> Result<ReplaySummary> {
             ("isolation.level", "read_committed"),
         ])?
         .create()?;
-    let metadata = consumer.fetch_metadata(Some(&topic), Duration::from_secs(30))?;
-    let partitions: Vec<i32> = metadata
-        .topics()
-        .iter()
-        .filter(|t| t.name() == topic)
-        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
-        .collect();
-    if partitions.is_empty() {
-        return Err(Error::Ledger(format!(
-            "topic {topic} has no partitions (does it exist?)"
-        )));
-    }
+    let partitions = partitions_of(&consumer, &topic)?;
     let mut ends = BTreeMap::new();
     let mut assignment = TopicPartitionList::new();
     for &p in &partitions {

@@ -12,16 +12,30 @@ const ADMIN: &str = "admin-secret-1";
 const SCHEDULER: &str = "scheduler-secret-1";
 const LEAD: &str = "lead-secret-team-a";
 
-fn post(url: &str, token: Option<&str>, body: &str) -> (u16, serde_json::Value) {
-    let mut request = ureq::post(url);
+/// Sends `request` (with `body`, if any) as `token` and returns the status
+/// and the JSON answer, whatever the status.
+fn call(
+    mut request: ureq::Request,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (u16, serde_json::Value) {
     if let Some(token) = token {
         request = request.set("Authorization", &format!("Bearer {token}"));
     }
-    match request.send_string(body) {
+    let url = request.url().to_owned();
+    let response = match body {
+        Some(body) => request.send_string(body),
+        None => request.call(),
+    };
+    match response {
         Ok(r) => (r.status(), r.into_json().unwrap_or_default()),
         Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or_default()),
         Err(e) => panic!("{url}: {e}"),
     }
+}
+
+fn post(url: &str, token: Option<&str>, body: &str) -> (u16, serde_json::Value) {
+    call(ureq::post(url), token, Some(body))
 }
 
 const SETUP: &str = r#"{"type":"NodeInventory","event_id":"inv-1","event_time":"2026-11-01T00:00:00Z","source":"t","cluster":"c","pool":"h200","node":"n1","devices":[{"device_uuid":"GPU-1","model":"NVIDIA H200","slices":7,"max_slices":7,"memory_bytes":1},{"device_uuid":"GPU-2","model":"NVIDIA H200","slices":7,"max_slices":7,"memory_bytes":1}]}
@@ -167,16 +181,12 @@ async fn kafka_control_api_appends_events_and_answers_admissions() {
     );
     let other = r#"{"pool":"h200","reservation_id":"res-3","tenant":"team-b","slices":1,"max_slices":7,"start":"2027-02-01T00:00:00Z","end":"2027-02-02T00:00:00Z"}"#;
     assert_eq!(post(&reservations, Some(LEAD), other).0, 403);
-    let delete = |id: &str| match ureq::delete(&format!("{reservations}/{id}?pool=h200"))
-        .set("Authorization", &format!("Bearer {LEAD}"))
-        .call()
-    {
-        Ok(r) => (
-            r.status(),
-            r.into_json::<serde_json::Value>().unwrap_or_default(),
-        ),
-        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or_default()),
-        Err(e) => panic!("{e}"),
+    let delete = |id: &str| {
+        call(
+            ureq::delete(&format!("{reservations}/{id}?pool=h200")),
+            Some(LEAD),
+            None,
+        )
     };
     let (status, cancelled) = delete("res-1");
     assert_eq!(
@@ -266,17 +276,7 @@ async fn kafka_control_api_appends_events_and_answers_admissions() {
     );
 
     // Read views of the ledger's state.
-    let get = |path: &str, token: &str| match ureq::get(&format!("{api}{path}"))
-        .set("Authorization", &format!("Bearer {token}"))
-        .call()
-    {
-        Ok(r) => (
-            r.status(),
-            r.into_json::<serde_json::Value>().unwrap_or_default(),
-        ),
-        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or_default()),
-        Err(e) => panic!("{e}"),
-    };
+    let get = |path: &str, token: &str| call(ureq::get(&format!("{api}{path}")), Some(token), None);
     let (status, free) = get(
         "/v1/availability?pool=h200&from=2027-01-01T00:00:00Z&to=2027-01-05T00:00:00Z&ge=1&hours=24",
         LEAD,

@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use gpuledger_common::kafka::{DLQ_REASON_HEADER, KafkaArgs};
 use gpuledger_common::shutdown::Shutdown;
@@ -100,15 +99,8 @@ pub async fn listen(kafka: &KafkaArgs, waiters: Waiters, mut shutdown: Shutdown)
         .create()?;
     let mut assignment = TopicPartitionList::new();
     for topic in [&decisions, &dlq] {
-        let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(30))?;
-        for t in metadata
-            .topics()
-            .iter()
-            .filter(|t| t.name() == topic.as_str())
-        {
-            for p in t.partitions() {
-                assignment.add_partition_offset(topic, p.id(), Offset::End)?;
-            }
+        for partition in crate::ledger_worker::partitions_of(&consumer, topic)? {
+            assignment.add_partition_offset(topic, partition, Offset::End)?;
         }
     }
     consumer.assign(&assignment)?;
