@@ -215,6 +215,7 @@ pub async fn run(
                     Outcome::Applied {
                         decisions,
                         warnings,
+                        segments: _,
                     } => {
                         metrics::LEDGER_EVENTS_APPLIED.inc();
                         for warning in warnings {

@@ -63,6 +63,22 @@ impl Rational {
         if other.0 < self.0 { other } else { self }
     }
 
+    /// The value as `(numerator, denominator)` in lowest terms, when both
+    /// fit in an `i64`.
+    pub fn to_i64_pair(&self) -> Option<(i64, i64)> {
+        use num_traits::ToPrimitive;
+        Some((self.0.numer().to_i64()?, self.0.denom().to_i64()?))
+    }
+
+    /// The value as a plain decimal with as few fractional digits as it
+    /// needs (`"310.5"`, `"3"`), or `None` when no decimal of at most
+    /// `max_digits` digits holds it exactly (1/3).
+    pub fn to_plain_decimal(&self, max_digits: u32) -> Option<Decimal> {
+        (0..=max_digits)
+            .map(|digits| self.round_half_even(digits))
+            .find(|d| d.as_rational() == self)
+    }
+
     /// `self / other`, or `None` when `other` is zero.
     pub fn checked_div(&self, other: &Self) -> Option<Self> {
         (!other.0.is_zero()).then(|| Self(&self.0 / &other.0))

@@ -12,6 +12,7 @@
 #[macro_use]
 mod avro;
 
+pub mod billing;
 pub mod error;
 pub mod events;
 pub mod exact;

@@ -219,9 +219,14 @@ fn rate_in(
 /// held for `micros` microseconds at `rate` per GPU-hour:
 /// `slices × secs × rate / (max_slices × 3600)`.
 pub fn segment_amount(slices: i64, max_slices: i64, micros: i64, rate: &Rational) -> Rational {
-    let ge_micros = Rational::new(slices * micros, max_slices).unwrap_or_else(Rational::zero);
+    let ge = Rational::new(slices, max_slices).unwrap_or_else(Rational::zero);
+    ge_amount(&ge, micros, rate)
+}
+
+/// The same cost function for an exact GE amount: `ge × secs × rate / 3600`.
+pub fn ge_amount(ge: &Rational, micros: i64, rate: &Rational) -> Rational {
     let per_hour = Rational::from_integer(3600 * MICROS_PER_SECOND);
-    (ge_micros * rate.clone())
+    (ge * &Rational::from_integer(micros) * rate.clone())
         .checked_div(&per_hour)
         .unwrap_or_else(Rational::zero)
 }

@@ -69,6 +69,11 @@ impl PoolInventory {
             .sum()
     }
 
+    /// The pool's GPU model, once an inventory named one.
+    pub(crate) fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
     /// A device of the current inventory.
     pub(crate) fn device(&self, uuid: &str) -> Option<&InventoryDevice> {
         self.devices().find(|d| d.device_uuid == uuid)

@@ -2,6 +2,7 @@
 //! that caused it, carries the state machine's `now` as its time and gets an
 //! `event_id` derived from its cause, so a replay produces the same ids.
 
+use gpuledger_schemas::billing::Segment;
 use gpuledger_schemas::events::*;
 use gpuledger_schemas::{Envelope, Event, Timestamp};
 
@@ -30,6 +31,7 @@ impl Cause {
 pub(crate) struct Decisions<'a> {
     cause: &'a Cause,
     out: Vec<Event>,
+    segments: Vec<Segment>,
     now: Timestamp,
 }
 
@@ -43,6 +45,7 @@ impl<'a> Decisions<'a> {
         Self {
             cause,
             out: Vec::new(),
+            segments: Vec::new(),
             now: Timestamp::from_micros(0),
         }
     }
@@ -52,8 +55,14 @@ impl<'a> Decisions<'a> {
         self.now = now;
     }
 
-    pub(crate) fn finish(self) -> Vec<Event> {
-        self.out
+    /// The decisions, and the billing segment rows opened or closed.
+    pub(crate) fn finish(self) -> (Vec<Event>, Vec<Segment>) {
+        (self.out, self.segments)
+    }
+
+    /// A billing segment row: opened, or closed.
+    pub(crate) fn segment(&mut self, row: Segment) {
+        self.segments.push(row);
     }
 
     fn push(&mut self, what: &str, body: impl Into<gpuledger_schemas::EventBody>) {

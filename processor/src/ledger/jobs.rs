@@ -6,8 +6,10 @@ use std::collections::BTreeSet;
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::events::{Enforcement, JobEvent, JobState};
 
+use gpuledger_schemas::billing::UseKind;
+
 use super::decide::Decisions;
-use super::{Attempt, AttemptPhase, Ge, Ledger};
+use super::{Attempt, AttemptPhase, Ge, Ledger, segments};
 
 pub(crate) fn apply(
     ledger: &mut Ledger,
@@ -57,8 +59,13 @@ pub(crate) fn apply(
         }
         JobState::Started if phase == Some(AttemptPhase::Running) => {
             // Another node of a multi-node job: add its devices, keep the first start.
+            let mut kind = None;
             if let Some(attempt) = pool.attempts.get_mut(&key) {
                 attempt.devices.extend(devices);
+                kind = attempt.segment.as_ref().map(|s| s.kind);
+            }
+            if let Some(kind) = kind {
+                segments::split(&e.pool, pool, &key, kind, at, out);
             }
         }
         JobState::Started => {
@@ -66,12 +73,12 @@ pub(crate) fn apply(
                 Some(hold) => {
                     // Running now: the hold no longer expires.
                     hold.expires_at = None;
-                    true
+                    Some((UseKind::from(hold.kind), hold.ge.clone()))
                 }
-                None => false,
+                None => None,
             };
             let mut unadmitted_ge = None;
-            if !admitted {
+            if admitted.is_none() {
                 let ge = if !devices.is_empty() {
                     devices
                         .iter()
@@ -103,12 +110,16 @@ pub(crate) fn apply(
             }
             let attempt = pool
                 .attempts
-                .entry(key)
+                .entry(key.clone())
                 .or_insert_with(|| Attempt::new(&e.tenant));
             attempt.phase = AttemptPhase::Running;
             attempt.started_at = Some(at);
             attempt.devices = devices;
-            attempt.unadmitted_ge = unadmitted_ge;
+            attempt.unadmitted_ge = unadmitted_ge.clone();
+            let (kind, ge) = admitted
+                .or(unadmitted_ge.map(|ge| (UseKind::Unadmitted, ge)))
+                .unwrap_or((UseKind::Unadmitted, Ge::zero()));
+            segments::open(&e.pool, pool, &key, kind, ge, at, out);
         }
         JobState::Cancelled if phase != Some(AttemptPhase::Running) => {
             // Cancelled before it started: just release the hold.
@@ -122,7 +133,16 @@ pub(crate) fn apply(
                     e.state
                 ));
             }
+            if let Some(started) = pool.attempts.get(&key).and_then(|a| a.started_at)
+                && at < started
+            {
+                return Err(format!(
+                    "{label} is {} at {at}, before its start at {started}",
+                    e.state
+                ));
+            }
             pool.holds.remove(&key);
+            segments::close(&e.pool, pool, &key, &segments::Ending { at, event: e }, out);
             end(pool, key, e, at);
         }
     }

@@ -13,6 +13,7 @@ mod decide;
 mod ge;
 mod jobs;
 mod reservations;
+mod segments;
 mod timers;
 mod views;
 
@@ -23,6 +24,7 @@ mod tests_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use gpuledger_schemas::billing::{Segment, UseKind};
 use gpuledger_schemas::events::{HoldKind, TenantPolicy};
 use gpuledger_schemas::pricing::PriceBooks;
 use gpuledger_schemas::{Event, EventBody, Timestamp};
@@ -48,6 +50,9 @@ pub enum Outcome {
     Applied {
         decisions: Vec<Event>,
         warnings: Vec<String>,
+        /// Billing segment rows for `allocations`: opened (no `end`) or
+        /// closed.
+        segments: Vec<Segment>,
     },
     /// Its `event_id` was applied before; nothing changes.
     Duplicate,
@@ -104,6 +109,17 @@ pub(crate) struct Attempt {
     pub(crate) devices: BTreeSet<String>,
     /// GE of unadmitted use (an admitted attempt's GE is its hold's).
     pub(crate) unadmitted_ge: Option<Ge>,
+    /// The billing segment running now, while the attempt runs.
+    #[serde(default)]
+    pub(crate) segment: Option<OpenSegment>,
+}
+
+/// A running attempt's current billing segment: since when, at which kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct OpenSegment {
+    pub(crate) start: Timestamp,
+    pub(crate) kind: UseKind,
+    pub(crate) ge: Ge,
 }
 
 impl Attempt {
@@ -115,6 +131,7 @@ impl Attempt {
             started_at: None,
             devices: BTreeSet::new(),
             unadmitted_ge: None,
+            segment: None,
         }
     }
 }
@@ -233,12 +250,13 @@ impl Ledger {
         let mut next = self.clone();
         let cause = Cause::new(position, event);
         match next.apply_inner(&cause, event) {
-            Ok((decisions, warnings)) => {
+            Ok((decisions, warnings, segments)) => {
                 next.applied.insert(event.envelope.event_id.clone());
                 *self = next;
                 Outcome::Applied {
                     decisions,
                     warnings,
+                    segments,
                 }
             }
             Err(reason) => Outcome::Rejected { reason },
@@ -249,7 +267,7 @@ impl Ledger {
         &mut self,
         cause: &Cause,
         event: &Event,
-    ) -> Result<(Vec<Event>, Vec<String>), String> {
+    ) -> Result<(Vec<Event>, Vec<String>, Vec<Segment>), String> {
         let at = event.envelope.event_time;
         let now = self.now.map_or(at, |n| n.max(at));
         let mut out = decide::Decisions::new(cause);
@@ -310,7 +328,8 @@ impl Ledger {
                 ));
             }
         }
-        Ok((out.finish(), warnings))
+        let (decisions, segments) = out.finish();
+        Ok((decisions, warnings, segments))
     }
 
     pub(crate) fn pool_mut(&mut self, name: &str) -> Result<&mut Pool, String> {

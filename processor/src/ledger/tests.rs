@@ -577,3 +577,50 @@ proptest! {
         }
     }
 }
+
+/// Everything a statement needs, gathered from applying `lines`: the
+/// applied events, their decisions and the billing segments.
+fn facts_of(lines: &[String]) -> (gpuledger_schemas::billing::Facts, Timestamp) {
+    let mut ledger = Ledger::new(LedgerConfig::default());
+    let outcomes = run(&mut ledger, lines);
+    let mut facts = gpuledger_schemas::billing::Facts::new();
+    for (line, outcome) in lines.iter().zip(&outcomes) {
+        let Outcome::Applied {
+            decisions,
+            segments,
+            ..
+        } = outcome
+        else {
+            continue;
+        };
+        facts.observe(&Event::from_json_str(line).unwrap()).unwrap();
+        for d in decisions {
+            facts.observe(d).unwrap();
+        }
+        for s in segments {
+            facts.segment(s.clone());
+        }
+    }
+    (facts, ledger.now().unwrap())
+}
+
+#[test]
+fn the_worked_example_gives_the_published_statement() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/examples");
+    let lines: Vec<String> = std::fs::read_to_string(format!("{dir}/mig-quota-basics.ndjson"))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let expected: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{dir}/mig-quota-basics.statement.json")).unwrap(),
+    )
+    .unwrap();
+    let (facts, now) = facts_of(&lines);
+    let statement =
+        gpuledger_schemas::billing::statement(&facts, "2026-11".parse().unwrap(), now).unwrap();
+    assert_eq!(
+        serde_json::to_string_pretty(&statement.to_json()).unwrap(),
+        serde_json::to_string_pretty(&expected).unwrap()
+    );
+}

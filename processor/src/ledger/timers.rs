@@ -3,10 +3,11 @@
 //! that moved time; at one instant, expiry first, then ends, then starts.
 
 use gpuledger_schemas::Timestamp;
+use gpuledger_schemas::billing::UseKind;
 use gpuledger_schemas::events::{Enforcement, HoldKind};
 
-use super::Ledger;
 use super::decide::Decisions;
+use super::{Ledger, segments};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Timer {
@@ -93,6 +94,7 @@ fn open_reservation(
             if let Some(hold) = pool.holds.get_mut(&key) {
                 hold.kind = HoldKind::Reserved;
             }
+            segments::split(pool_name, pool, &key, UseKind::Reserved, at, out);
             out.reclassified(
                 pool_name,
                 &tenant,
@@ -149,6 +151,7 @@ pub(crate) fn close_reservation(
         if let Some(hold) = pool.holds.get_mut(&key) {
             hold.kind = to;
         }
+        segments::split(pool_name, pool, &key, to.into(), at, out);
         out.reclassified(
             pool_name,
             &tenant,

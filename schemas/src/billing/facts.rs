@@ -1,0 +1,328 @@
+//! What statements are computed from, gathered from the ledger's history.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::events::{
+    DeviceHealth, HealthState, InventoryDevice, JobState, NodeInventory, ReservationDecision,
+    ReservationOutcome, UsageRecord,
+};
+use crate::exact::{Decimal, Rational};
+use crate::pricing::{GpuUsage, PriceBooks, RateKind};
+use crate::time::Timestamp;
+use crate::{Event, EventBody};
+
+use super::BillingError;
+
+symbols! {
+    /// How a billing segment is priced: by its admission's kind, or
+    /// `unadmitted` (on-demand rate, billed under `compute_burst`).
+    pub enum UseKind {
+        Reserved = "reserved",
+        Quota = "quota",
+        Burst = "burst",
+        Unadmitted = "unadmitted",
+    }
+}
+
+impl UseKind {
+    /// The rate it is priced at.
+    pub fn rate_kind(self) -> RateKind {
+        match self {
+            UseKind::Reserved => RateKind::Reserved,
+            UseKind::Quota => RateKind::Quota,
+            UseKind::Burst | UseKind::Unadmitted => RateKind::OnDemand,
+        }
+    }
+}
+
+impl From<crate::events::HoldKind> for UseKind {
+    fn from(kind: crate::events::HoldKind) -> Self {
+        match kind {
+            crate::events::HoldKind::Reserved => UseKind::Reserved,
+            crate::events::HoldKind::Quota => UseKind::Quota,
+            crate::events::HoldKind::Burst => UseKind::Burst,
+        }
+    }
+}
+
+/// One billing segment of an allocation (DESIGN §5, §6 `allocations`): an
+/// attempt's hold at one kind over [start, end). The ledger splits an
+/// allocation into segments where its kind changes; price-book changes are
+/// split at statement time. `end` is `None` while the segment is open.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Segment {
+    pub pool: String,
+    pub tenant: String,
+    pub job_id: String,
+    pub attempt: i32,
+    pub kind: UseKind,
+    /// GE held: `slices / max_slices`.
+    pub slices: i64,
+    pub max_slices: i64,
+    /// The pool's GPU model.
+    pub model: String,
+    /// The devices named by the attempt's `started` events.
+    pub devices: Vec<String>,
+    pub start: Timestamp,
+    pub end: Option<Timestamp>,
+    /// Set on the attempt's last segment, closed by its terminal event.
+    pub final_state: Option<JobState>,
+    pub work_units: Option<Decimal>,
+    pub work_unit_name: Option<String>,
+}
+
+impl Segment {
+    /// The GE it holds.
+    pub fn ge(&self) -> Rational {
+        Rational::new(self.slices, self.max_slices).unwrap_or_default()
+    }
+
+    /// What identifies the segment: an open row and the closed row of the
+    /// same segment share it.
+    fn key(&self) -> (String, String, i32, Timestamp) {
+        (
+            self.pool.clone(),
+            self.job_id.clone(),
+            self.attempt,
+            self.start,
+        )
+    }
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptEnd {
+    pub tenant: String,
+    pub job_id: String,
+    pub attempt: i32,
+    pub state: JobState,
+    pub at: Timestamp,
+    pub work_units: Option<Decimal>,
+    pub work_unit_name: Option<String>,
+}
+
+/// A confirmed reservation's window as the ledger decided it; a cancel ends
+/// it early.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReservedWindow {
+    pub tenant: String,
+    pub ge: Rational,
+    pub start: Timestamp,
+    pub end: Timestamp,
+}
+
+/// One pool's timelines.
+#[derive(Debug, Default)]
+pub(super) struct PoolFacts {
+    pub(super) segments: BTreeMap<(String, String, i32, Timestamp), Segment>,
+    pub(super) reservations: BTreeMap<String, ReservedWindow>,
+    /// Node inventories in time order.
+    pub(super) inventory: Vec<(Timestamp, String, Vec<InventoryDevice>)>,
+    /// Health changes per device, in time order.
+    pub(super) health: BTreeMap<String, Vec<(Timestamp, HealthState)>>,
+}
+
+/// Everything statements are computed from.
+#[derive(Debug, Default)]
+pub struct Facts {
+    books: PriceBooks,
+    pools: BTreeMap<String, PoolFacts>,
+    usage: Vec<UsageRecord>,
+    /// Tenants with a policy, and since when.
+    tenants: BTreeMap<String, Timestamp>,
+}
+
+impl Facts {
+    /// No facts.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes in a ledger event that sizes or prices the pools; other events
+    /// are ignored. A price book that conflicts with one already known is
+    /// an error.
+    pub fn observe(&mut self, event: &Event) -> Result<(), BillingError> {
+        let at = event.envelope.event_time;
+        match &event.body {
+            EventBody::PriceBook(book) => self.books.insert(book.clone())?,
+            EventBody::NodeInventory(inv) => self.inventory(inv, at),
+            EventBody::DeviceHealth(h) => self.health(h, at),
+            EventBody::UsageRecord(u) => self.usage.push(u.clone()),
+            EventBody::TenantPolicy(p) => {
+                let since = self.tenants.entry(p.tenant.clone()).or_insert(at);
+                *since = (*since).min(at);
+            }
+            EventBody::ReservationDecision(d) => self.reservation(d, at),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn inventory(&mut self, inv: &NodeInventory, at: Timestamp) {
+        let pool = self.pools.entry(inv.pool.clone()).or_default();
+        let i = pool.inventory.partition_point(|(t, _, _)| *t <= at);
+        pool.inventory
+            .insert(i, (at, inv.node.clone(), inv.devices.clone()));
+    }
+
+    fn health(&mut self, h: &DeviceHealth, at: Timestamp) {
+        let pool = self.pools.entry(h.pool.clone()).or_default();
+        let changes = pool.health.entry(h.device_uuid.clone()).or_default();
+        let i = changes.partition_point(|(t, _)| *t <= at);
+        changes.insert(i, (at, h.state));
+    }
+
+    /// A `ReservationDecision`: `confirmed` opens a window, `cancelled` ends
+    /// it at the decision's time.
+    fn reservation(&mut self, d: &ReservationDecision, at: Timestamp) {
+        let pool = self.pools.entry(d.pool.clone()).or_default();
+        match d.decision {
+            ReservationOutcome::Confirmed => {
+                pool.reservations.insert(
+                    d.reservation_id.clone(),
+                    ReservedWindow {
+                        tenant: d.tenant.clone(),
+                        ge: Rational::new(d.slices.into(), d.max_slices.into()).unwrap_or_default(),
+                        // A start before the decision is taken as the decision's time.
+                        start: d.start.max(at),
+                        end: d.end,
+                    },
+                );
+            }
+            ReservationOutcome::Cancelled => {
+                if let Some(window) = pool.reservations.get_mut(&d.reservation_id) {
+                    window.end = window.end.min(at).max(window.start);
+                }
+            }
+            ReservationOutcome::Rejected => {}
+        }
+    }
+
+    /// Takes in one row of `allocations`. A closed row replaces the open
+    /// row of the same segment; an open row never replaces a closed one.
+    pub fn segment(&mut self, segment: Segment) {
+        let pool = self.pools.entry(segment.pool.clone()).or_default();
+        let key = segment.key();
+        match pool.segments.get(&key) {
+            Some(known) if known.end.is_some() && segment.end.is_none() => {}
+            _ => {
+                pool.segments.insert(key, segment);
+            }
+        }
+    }
+
+    /// Every price book.
+    pub fn books(&self) -> &PriceBooks {
+        &self.books
+    }
+
+    /// Every pool with inventory or segments.
+    pub fn pools(&self) -> Vec<String> {
+        self.pools.keys().cloned().collect()
+    }
+
+    pub(super) fn pool(&self, name: &str) -> Option<&PoolFacts> {
+        self.pools.get(name)
+    }
+
+    /// Every usage record.
+    pub fn usage_records(&self) -> &[UsageRecord] {
+        &self.usage
+    }
+
+    /// Tenants known in [from, to): a policy before `to`, or a segment,
+    /// reservation window or usage record in the period.
+    pub fn tenants_known(&self, from: Timestamp, to: Timestamp) -> BTreeSet<String> {
+        let mut out: BTreeSet<String> = self
+            .tenants
+            .iter()
+            .filter(|(_, since)| **since < to)
+            .map(|(t, _)| t.clone())
+            .collect();
+        for pool in self.pools.values() {
+            for s in pool.segments.values() {
+                if s.start < to && s.end.is_none_or(|e| e > from) {
+                    out.insert(s.tenant.clone());
+                }
+            }
+            for r in pool.reservations.values() {
+                if r.start < to && r.end > from {
+                    out.insert(r.tenant.clone());
+                }
+            }
+        }
+        for u in &self.usage {
+            if u.start >= from && u.start < to {
+                out.insert(u.tenant.clone());
+            }
+        }
+        out
+    }
+
+    /// The currency of the latest book in force at `at` (`USD` when none).
+    pub fn currency_at(&self, at: Timestamp) -> String {
+        self.books
+            .books()
+            .iter()
+            .rev()
+            .find(|b| b.effective_from <= at)
+            .map_or_else(|| "USD".to_owned(), |b| b.currency.clone())
+    }
+
+    /// How each attempt of `pool` ended, for those that did.
+    pub fn attempt_ends(&self, pool: &str) -> Vec<AttemptEnd> {
+        let Some(pool) = self.pools.get(pool) else {
+            return Vec::new();
+        };
+        pool.segments
+            .values()
+            .filter_map(|s| {
+                Some(AttemptEnd {
+                    tenant: s.tenant.clone(),
+                    job_id: s.job_id.clone(),
+                    attempt: s.attempt,
+                    state: s.final_state?,
+                    at: s.end?,
+                    work_units: s.work_units.clone(),
+                    work_unit_name: s.work_unit_name.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The gross compute of every attempt of `job` in `pool`, over its
+    /// whole life up to `to`.
+    pub fn job_compute(
+        &self,
+        pool: &str,
+        job: &str,
+        to: Timestamp,
+    ) -> Result<Rational, BillingError> {
+        let Some(facts) = self.pools.get(pool) else {
+            return Ok(Rational::zero());
+        };
+        let mut total = Rational::zero();
+        for s in facts.segments.values().filter(|s| s.job_id == job) {
+            total = total + self.segment_compute(s, s.start, s.end.unwrap_or(to).min(to))?;
+        }
+        Ok(total)
+    }
+
+    /// The compute amount of `segment` over [from, to) ⊆ its span.
+    pub(super) fn segment_compute(
+        &self,
+        segment: &Segment,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<Rational, BillingError> {
+        self.books.compute_cost(&GpuUsage {
+            pool: &segment.pool,
+            model: &segment.model,
+            kind: segment.kind.rate_kind(),
+            slices: segment.slices,
+            max_slices: segment.max_slices,
+            start: from,
+            end: to,
+        })
+    }
+}

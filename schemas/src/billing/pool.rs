@@ -1,0 +1,404 @@
+//! One pool's figures over [from, to): compute by kind, health credit,
+//! `reservation_unused`, unallocated capacity and its proportional share.
+//!
+//! Compute and credit are summed segment by segment. The rest needs the
+//! pool's state at every instant, so it is a sweep over the instants where
+//! anything changes (a segment or reservation window opens or closes,
+//! inventory or health changes, the book in force changes); between two
+//! such instants every quantity is constant and its cost is the cost
+//! function over that stretch.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::events::{HealthState, IdleDistribution, JobState, ReservationCharge};
+use crate::exact::Rational;
+use crate::pricing::{RateKind, StatementLine, ge_amount};
+use crate::time::Timestamp;
+
+use super::facts::{Facts, PoolFacts, Segment, UseKind};
+use super::{BillingError, add};
+
+/// A tenant's exact figures in one pool.
+#[derive(Debug, Default)]
+pub(super) struct TenantPoolFigures {
+    pub(super) lines: BTreeMap<StatementLine, Rational>,
+    pub(super) failed_work: Rational,
+    pub(super) retried_work: Rational,
+    /// GE × microseconds held, all kinds.
+    pub(super) ge_micros: Rational,
+}
+
+/// One pool's exact figures.
+#[derive(Debug, Default)]
+pub(super) struct PoolFigures {
+    pub(super) tenants: BTreeMap<String, TenantPoolFigures>,
+    /// Capacity nobody held, at the quota rate.
+    pub(super) unallocated: Rational,
+}
+
+pub(super) fn figures(
+    facts: &Facts,
+    name: &str,
+    from: Timestamp,
+    to: Timestamp,
+) -> Result<PoolFigures, BillingError> {
+    let mut out = PoolFigures::default();
+    let Some(pool) = facts.pool(name) else {
+        return Ok(out);
+    };
+    if to <= from {
+        return Ok(out);
+    }
+    segments(facts, name, pool, from, to, &mut out)?;
+    sweep(facts, name, pool, from, to, &mut out)?;
+    Ok(out)
+}
+
+/// Compute by kind, failed and retried work, and health credit.
+fn segments(
+    facts: &Facts,
+    name: &str,
+    pool: &PoolFacts,
+    from: Timestamp,
+    to: Timestamp,
+    out: &mut PoolFigures,
+) -> Result<(), BillingError> {
+    let mut last_attempt: BTreeMap<&str, i32> = BTreeMap::new();
+    let mut final_state: BTreeMap<(&str, i32), JobState> = BTreeMap::new();
+    for s in pool.segments.values() {
+        let last = last_attempt.entry(&s.job_id).or_insert(s.attempt);
+        *last = (*last).max(s.attempt);
+        if let Some(state) = s.final_state {
+            final_state.insert((&s.job_id, s.attempt), state);
+        }
+    }
+    for s in pool.segments.values() {
+        let (a, b) = (s.start.max(from), s.end.unwrap_or(to).min(to));
+        if b <= a {
+            continue;
+        }
+        let amount = facts.segment_compute(s, a, b)?;
+        let f = out.tenants.entry(s.tenant.clone()).or_default();
+        let line = match s.kind {
+            UseKind::Reserved => StatementLine::ComputeReserved,
+            UseKind::Quota => StatementLine::ComputeQuota,
+            UseKind::Burst | UseKind::Unadmitted => StatementLine::ComputeBurst,
+        };
+        add(&mut f.lines, line, amount.clone());
+        if matches!(
+            final_state.get(&(s.job_id.as_str(), s.attempt)),
+            Some(JobState::Failed | JobState::Preempted | JobState::Cancelled)
+        ) {
+            f.failed_work = f.failed_work.clone() + amount.clone();
+        }
+        if last_attempt
+            .get(s.job_id.as_str())
+            .is_some_and(|l| *l > s.attempt)
+        {
+            f.retried_work = f.retried_work.clone() + amount;
+        }
+        let credit = health_credit(facts, name, pool, s, a, b)?;
+        if !credit.is_zero() {
+            add(&mut f.lines, StatementLine::HealthCredit, -credit);
+        }
+    }
+    Ok(())
+}
+
+/// Whether `device` is `failed` at `at`: its own health, or its parent's.
+fn failed_at(pool: &PoolFacts, device: &str, at: Timestamp) -> bool {
+    pool.health.get(device).is_some_and(|changes| {
+        changes
+            .iter()
+            .rev()
+            .find(|(t, _)| *t <= at)
+            .is_some_and(|(_, state)| *state == HealthState::Failed)
+    })
+}
+
+/// A device's parent GPU and GE, from the inventory in force at `at` (or
+/// any inventory that lists it).
+fn device_info(
+    pool: &PoolFacts,
+    device: &str,
+    at: Timestamp,
+) -> Option<(Option<String>, Rational)> {
+    let listed = |(_, _, devices): &&(Timestamp, String, Vec<crate::events::InventoryDevice>)| {
+        devices.iter().any(|d| d.device_uuid == device)
+    };
+    let (_, _, devices) = pool
+        .inventory
+        .iter()
+        .rev()
+        .filter(|(t, _, _)| *t <= at)
+        .find(listed)
+        .or_else(|| pool.inventory.iter().find(listed))?;
+    let d = devices.iter().find(|d| d.device_uuid == device)?;
+    Some((
+        d.parent_gpu_uuid.clone(),
+        Rational::new(d.slices.into(), d.max_slices.into())?,
+    ))
+}
+
+/// The credit for segment time on failed devices over [a, b): at each
+/// instant min(segment GE, Σ GE of its failed devices) at the segment's
+/// rate. Returned as a positive amount.
+fn health_credit(
+    facts: &Facts,
+    name: &str,
+    pool: &PoolFacts,
+    s: &Segment,
+    a: Timestamp,
+    b: Timestamp,
+) -> Result<Rational, BillingError> {
+    let devices: Vec<(String, Option<String>, Rational)> = s
+        .devices
+        .iter()
+        .filter_map(|d| device_info(pool, d, a).map(|(parent, ge)| (d.clone(), parent, ge)))
+        .collect();
+    let mut points: BTreeSet<Timestamp> = BTreeSet::from([a, b]);
+    let mut any = false;
+    for (device, parent, _) in &devices {
+        for id in std::iter::once(device).chain(parent) {
+            if let Some(changes) = pool.health.get(id) {
+                any = true;
+                points.extend(changes.iter().map(|(t, _)| *t).filter(|t| *t > a && *t < b));
+            }
+        }
+    }
+    if !any {
+        return Ok(Rational::zero());
+    }
+    points.extend(facts.books().change_points(name, a, b));
+    let points: Vec<Timestamp> = points.into_iter().collect();
+    let mut credit = Rational::zero();
+    let segment_ge = s.ge();
+    for w in points.windows(2) {
+        let (x, y) = (w[0], w[1]);
+        let failed: Rational = devices
+            .iter()
+            .filter(|(d, parent, _)| {
+                failed_at(pool, d, x) || parent.as_deref().is_some_and(|p| failed_at(pool, p, x))
+            })
+            .map(|(_, _, ge)| ge.clone())
+            .sum();
+        let ge = failed.min(segment_ge.clone());
+        if ge.is_zero() {
+            continue;
+        }
+        let rate = facts.books().rate(name, &s.model, s.kind.rate_kind(), x)?;
+        credit = credit + ge_amount(&ge, y.as_micros() - x.as_micros(), &rate);
+    }
+    Ok(credit)
+}
+
+/// Σ GE of the devices in the latest inventory of each node at `at` that
+/// are not failed then.
+fn capacity_at(pool: &PoolFacts, at: Timestamp) -> Rational {
+    let mut nodes = BTreeMap::new();
+    for (t, node, devices) in &pool.inventory {
+        if *t > at {
+            break;
+        }
+        nodes.insert(node.as_str(), devices);
+    }
+    nodes
+        .values()
+        .flat_map(|devices| devices.iter())
+        .filter(|d| {
+            !failed_at(pool, &d.device_uuid, at)
+                && !d
+                    .parent_gpu_uuid
+                    .as_deref()
+                    .is_some_and(|p| failed_at(pool, p, at))
+        })
+        .filter_map(|d| Rational::new(d.slices.into(), d.max_slices.into()))
+        .sum()
+}
+
+/// What changes at an instant of the sweep.
+enum Change {
+    Held {
+        tenant: String,
+        ge: Rational,
+        reserved: bool,
+    },
+    Released {
+        tenant: String,
+        ge: Rational,
+        reserved: bool,
+    },
+    WindowOpens {
+        tenant: String,
+        ge: Rational,
+    },
+    WindowCloses {
+        tenant: String,
+        ge: Rational,
+    },
+}
+
+fn plus(map: &mut BTreeMap<String, Rational>, key: &str, delta: Rational) {
+    let entry = map.entry(key.to_owned()).or_default();
+    *entry = entry.clone() + delta;
+}
+
+/// `reservation_unused`, held GE-time per tenant, unallocated capacity and
+/// `shared_idle`.
+fn sweep(
+    facts: &Facts,
+    name: &str,
+    pool: &PoolFacts,
+    from: Timestamp,
+    to: Timestamp,
+    out: &mut PoolFigures,
+) -> Result<(), BillingError> {
+    let model = pool
+        .inventory
+        .iter()
+        .flat_map(|(_, _, devices)| devices.first())
+        .map(|d| d.model.clone())
+        .next()
+        .or_else(|| pool.segments.values().next().map(|s| s.model.clone()));
+    let Some(model) = model else {
+        return Ok(());
+    };
+    let mut changes: BTreeMap<Timestamp, Vec<Change>> = BTreeMap::new();
+    for s in pool.segments.values() {
+        let (a, b) = (s.start.max(from), s.end.unwrap_or(to).min(to));
+        if b <= a {
+            continue;
+        }
+        let reserved = s.kind == UseKind::Reserved;
+        changes.entry(a).or_default().push(Change::Held {
+            tenant: s.tenant.clone(),
+            ge: s.ge(),
+            reserved,
+        });
+        changes.entry(b).or_default().push(Change::Released {
+            tenant: s.tenant.clone(),
+            ge: s.ge(),
+            reserved,
+        });
+    }
+    for r in pool.reservations.values() {
+        let (a, b) = (r.start.max(from), r.end.min(to));
+        if b <= a {
+            continue;
+        }
+        changes.entry(a).or_default().push(Change::WindowOpens {
+            tenant: r.tenant.clone(),
+            ge: r.ge.clone(),
+        });
+        changes.entry(b).or_default().push(Change::WindowCloses {
+            tenant: r.tenant.clone(),
+            ge: r.ge.clone(),
+        });
+    }
+    let inside = |t: &Timestamp| *t > from && *t < to;
+    let capacity_points: BTreeSet<Timestamp> = pool
+        .inventory
+        .iter()
+        .map(|(t, _, _)| *t)
+        .chain(pool.health.values().flatten().map(|(t, _)| *t))
+        .filter(inside)
+        .collect();
+    let mut points: BTreeSet<Timestamp> = BTreeSet::from([from, to]);
+    points.extend(changes.keys().copied().filter(inside));
+    points.extend(capacity_points.iter().copied());
+    points.extend(facts.books().change_points(name, from, to));
+    let points: Vec<Timestamp> = points.into_iter().collect();
+
+    let mut held: BTreeMap<String, Rational> = BTreeMap::new();
+    let mut reserved_use: BTreeMap<String, Rational> = BTreeMap::new();
+    let mut reserved_ge: BTreeMap<String, Rational> = BTreeMap::new();
+    let mut capacity = capacity_at(pool, from);
+    let mut shared = Rational::zero();
+    for w in points.windows(2) {
+        let (x, y) = (w[0], w[1]);
+        for change in changes.get(&x).into_iter().flatten() {
+            match change {
+                Change::Held {
+                    tenant,
+                    ge,
+                    reserved,
+                } => {
+                    plus(&mut held, tenant, ge.clone());
+                    if *reserved {
+                        plus(&mut reserved_use, tenant, ge.clone());
+                    }
+                }
+                Change::Released {
+                    tenant,
+                    ge,
+                    reserved,
+                } => {
+                    plus(&mut held, tenant, -ge.clone());
+                    if *reserved {
+                        plus(&mut reserved_use, tenant, -ge.clone());
+                    }
+                }
+                Change::WindowOpens { tenant, ge } => plus(&mut reserved_ge, tenant, ge.clone()),
+                Change::WindowCloses { tenant, ge } => plus(&mut reserved_ge, tenant, -ge.clone()),
+            }
+        }
+        if capacity_points.contains(&x) {
+            capacity = capacity_at(pool, x);
+        }
+        let micros = y.as_micros() - x.as_micros();
+        let span = Rational::from_integer(micros);
+        let mut total_held = Rational::zero();
+        for (tenant, ge) in &held {
+            if ge.is_zero() {
+                continue;
+            }
+            total_held = total_held + ge.clone();
+            let f = out.tenants.entry(tenant.clone()).or_default();
+            f.ge_micros = f.ge_micros.clone() + ge * &span;
+        }
+        let book = facts.books().in_force(name, x);
+        let mut unused_charged = Rational::zero();
+        for (tenant, ge) in &reserved_ge {
+            let used = reserved_use.get(tenant).cloned().unwrap_or_default();
+            let unused = (ge.clone() - used).max(Rational::zero());
+            if unused.is_zero() {
+                continue;
+            }
+            let book = facts.books().require(name, x)?;
+            if book.reservation_charge != ReservationCharge::Window {
+                continue;
+            }
+            let rate = facts.books().rate(name, &model, RateKind::Reserved, x)?;
+            let f = out.tenants.entry(tenant.clone()).or_default();
+            add(
+                &mut f.lines,
+                StatementLine::ReservationUnused,
+                ge_amount(&unused, micros, &rate),
+            );
+            unused_charged = unused_charged + unused;
+        }
+        let unallocated = (capacity.clone() - total_held - unused_charged).max(Rational::zero());
+        if unallocated.is_zero() {
+            continue;
+        }
+        let rate = facts.books().rate(name, &model, RateKind::Quota, x)?;
+        let cost = ge_amount(&unallocated, micros, &rate);
+        if book.is_some_and(|b| b.idle_distribution == IdleDistribution::Proportional) {
+            shared = shared + cost.clone();
+        }
+        out.unallocated = out.unallocated.clone() + cost;
+    }
+    if !shared.is_zero() {
+        let total: Rational = out.tenants.values().map(|f| f.ge_micros.clone()).sum();
+        for f in out.tenants.values_mut() {
+            if f.ge_micros.is_zero() {
+                continue;
+            }
+            let share = (shared.clone() * f.ge_micros.clone())
+                .checked_div(&total)
+                .unwrap_or_default();
+            add(&mut f.lines, StatementLine::SharedIdle, share);
+        }
+    }
+    Ok(())
+}
