@@ -23,6 +23,7 @@ use rdkafka::message::OwnedMessage;
 use rdkafka::producer::{FutureProducer, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
+use crate::history::ledger::LedgerHistory;
 use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
 use crate::snapshot::{self, Snapshot};
 use crate::{Error, Result, metrics};
@@ -48,6 +49,11 @@ pub struct LedgerWorkerConfig {
     pub state_dir: Option<PathBuf>,
     /// Write a partition's snapshot after this many events (and on shutdown).
     pub snapshot_every: u64,
+    /// Where `ledger_events`, `decisions` and `allocations` are written;
+    /// `None` writes no history.
+    pub history_root: Option<PathBuf>,
+    /// How long history rows may wait before they are written.
+    pub history_flush: Duration,
 }
 
 /// What one consumed record produces.
@@ -102,6 +108,10 @@ pub async fn run(
         producers.insert(partition, transactional_producer(config, partition)?);
     }
     let committed = committed_offsets(&consumer, &topic, &partitions)?;
+    let mut history = match &config.history_root {
+        Some(root) => Some(LedgerHistory::open(root, &topic)?),
+        None => None,
+    };
     let mut assignment = TopicPartitionList::new();
     let mut workers = BTreeMap::new();
     let mut restored = BTreeMap::new();
@@ -111,7 +121,21 @@ pub async fn run(
             Some(dir) => snapshot::load(dir, &topic, partition)?,
             None => None,
         };
+        // Rows above the history's frontier are written again from the
+        // events, so the state must not start beyond it.
+        let history_next = history
+            .as_ref()
+            .map(|h| h.frontier(partition).map_or(0, |f| f + 1));
         let start = match snapshot {
+            Some(s) if history_next.is_some_and(|next| s.next_offset > next) => {
+                tracing::warn!(
+                    partition,
+                    next_offset = s.next_offset,
+                    ?history_next,
+                    "snapshot is ahead of the ledger history; replaying from 0"
+                );
+                Offset::Beginning
+            }
             Some(s) if s.next_offset <= committed_at => {
                 tracing::info!(
                     partition,
@@ -199,14 +223,20 @@ pub async fn run(
                     Ok::<_, Error>(ledger.apply(position, event))
                 };
                 if offset < worker.replay_until {
-                    // Decided before this start: rebuild state, emit nothing.
+                    // Decided before this start: rebuild state (and history
+                    // not yet written), emit nothing.
                     if let Ok(event) = decoded {
-                        apply(&event)?;
+                        let outcome = apply(&event)?;
+                        record_history(&mut history, position, &event, &outcome)?;
                     }
                     continue;
                 }
-                let outcome = match decoded {
-                    Ok(event) => apply(&event)?,
+                let outcome = match &decoded {
+                    Ok(event) => {
+                        let outcome = apply(event)?;
+                        record_history(&mut history, position, event, &outcome)?;
+                        outcome
+                    }
                     Err(e) => Outcome::Rejected {
                         reason: e.to_string(),
                     },
@@ -215,7 +245,7 @@ pub async fn run(
                     Outcome::Applied {
                         decisions,
                         warnings,
-                        segments: _,
+                        ..
                     } => {
                         metrics::LEDGER_EVENTS_APPLIED.inc();
                         for warning in warnings {
@@ -239,20 +269,30 @@ pub async fn run(
                 worker.since_snapshot += 1;
                 buffered += 1;
                 if buffered >= config.max_batch {
-                    committer.commit(&mut workers, false)?;
+                    committer.commit(&mut workers, &mut history, false)?;
                     buffered = 0;
                 }
             }
             Ok(Err(e)) => tracing::warn!(error = %e, "ledger consumer error; retrying"),
             Err(_idle) => {
                 if buffered > 0 {
-                    committer.commit(&mut workers, false)?;
+                    committer.commit(&mut workers, &mut history, false)?;
                     buffered = 0;
+                }
+                if let Some(history) = &mut history {
+                    for &partition in workers.keys() {
+                        if history.due(partition, config.history_flush) {
+                            history.flush(partition)?;
+                        }
+                    }
                 }
             }
         }
     }
-    committer.commit(&mut workers, true)?;
+    committer.commit(&mut workers, &mut history, true)?;
+    if let Some(history) = &mut history {
+        history.flush_all()?;
+    }
     tracing::info!("ledger worker stopped");
     Ok(())
 }
@@ -272,6 +312,7 @@ impl Committer<'_> {
     fn commit(
         &self,
         workers: &mut BTreeMap<i32, PartitionWorker>,
+        history: &mut Option<LedgerHistory>,
         final_snapshot: bool,
     ) -> Result<()> {
         tokio::task::block_in_place(|| {
@@ -283,6 +324,7 @@ impl Committer<'_> {
                 self.config,
                 self.ledgers,
                 workers,
+                history,
                 final_snapshot,
             )
         })
@@ -300,6 +342,7 @@ fn commit_all(
     config: &LedgerWorkerConfig,
     ledgers: &SharedLedgers,
     workers: &mut BTreeMap<i32, PartitionWorker>,
+    history: &mut Option<LedgerHistory>,
     final_snapshot: bool,
 ) -> Result<()> {
     let kafka = &config.kafka;
@@ -310,6 +353,15 @@ fn commit_all(
         let Some(next_offset) = worker.next_offset.take() else {
             continue;
         };
+        let due = worker.since_snapshot >= config.snapshot_every
+            || (final_snapshot && worker.since_snapshot > 0);
+        if let Some(history) = history.as_mut()
+            && (due || final_snapshot || history.due(partition, config.history_flush))
+        {
+            // Before a snapshot: the state restored must not be ahead of
+            // the history.
+            history.flush(partition)?;
+        }
         let producer = &worker.producer;
         producer.begin_transaction()?;
         let decisions = worker
@@ -341,8 +393,6 @@ fn commit_all(
         metrics::DECISIONS_EMITTED.add(decisions);
         worker.committed_next = Some(next_offset);
         // The state now matches the committed offset: a snapshot may be taken.
-        let due = worker.since_snapshot >= config.snapshot_every
-            || (final_snapshot && worker.since_snapshot > 0);
         if let (Some(dir), true) = (&config.state_dir, due) {
             let Some(ledger) = ledgers.read().ok().and_then(|m| m.get(&partition).cloned()) else {
                 continue;
@@ -469,4 +519,34 @@ fn committed_offsets(
             _ => None,
         })
         .collect())
+}
+
+/// Buffers the history rows of one applied event; other outcomes only
+/// extend the range of the next file.
+fn record_history(
+    history: &mut Option<LedgerHistory>,
+    position: Position,
+    event: &Event,
+    outcome: &Outcome,
+) -> Result<()> {
+    let Some(history) = history else {
+        return Ok(());
+    };
+    match outcome {
+        Outcome::Applied {
+            decisions,
+            segments,
+            ..
+        } => history.push(
+            position.partition,
+            position.offset,
+            event,
+            decisions,
+            segments,
+        ),
+        _ => {
+            history.skip(position.partition, position.offset);
+            Ok(())
+        }
+    }
 }

@@ -189,6 +189,8 @@ async fn main() -> anyhow::Result<()> {
                 cluster: args.cluster.clone(),
                 state_dir: Some(args.state_dir.clone()),
                 snapshot_every: args.snapshot_every.max(1),
+                history_root: Some(args.history.root.clone()),
+                history_flush: Duration::from_millis(args.flush_interval_ms),
             };
             let config = TelemetryWriterConfig {
                 kafka: args.kafka.clone(),

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -11,7 +11,10 @@ use datafusion::arrow::json::ArrayWriter;
 use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::SessionContext;
 use gpuledger_common::metrics::{Counter, Metric, render};
+use gpuledger_schemas::billing::Period;
 use serde::Deserialize;
+
+use crate::statements::StatementError;
 
 /// Shared state of the handlers.
 #[derive(Clone)]
@@ -33,6 +36,7 @@ impl std::fmt::Debug for AppState {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/sql", post(sql))
+        .route("/v1/statements", get(statements))
         .route("/healthz", get(|| async { "ok\n" }))
         .route(
             "/metrics",
@@ -141,4 +145,61 @@ async fn sql(
         body = b"[]".to_vec();
     }
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+/// `GET /v1/statements` parameters.
+#[derive(Debug, Deserialize)]
+struct StatementParams {
+    period: Option<String>,
+    tenant: Option<String>,
+    format: Option<String>,
+}
+
+/// `GET /v1/statements?period=YYYY-MM[&tenant=…]`: the statement in the
+/// JSON shape of DESIGN §7, or CSV (`Accept: text/csv` or `format=csv`).
+async fn statements(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(params): Query<StatementParams>,
+) -> Result<Response, ApiError> {
+    let period: Period = params
+        .period
+        .as_deref()
+        .ok_or_else(|| bad_request("period is required: ?period=YYYY-MM"))?
+        .parse()
+        .map_err(bad_request)?;
+    let work = crate::statements::statement(&state.ctx, period);
+    let mut statement = tokio::time::timeout(state.timeout, work)
+        .await
+        .map_err(|_| ApiError {
+            status: StatusCode::REQUEST_TIMEOUT,
+            message: format!("the statement took longer than {:?}", state.timeout),
+        })?
+        .map_err(|e| match e {
+            StatementError::Pricing(e) => ApiError {
+                status: StatusCode::UNPROCESSABLE_ENTITY,
+                message: e.to_string(),
+            },
+            other => ApiError {
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                message: other.to_string(),
+            },
+        })?;
+    if let Some(tenant) = &params.tenant {
+        statement.tenants.retain(|t| &t.tenant == tenant);
+    }
+    QUERIES.inc();
+    let wants_csv = params.format.as_deref() == Some("csv")
+        || headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("text/csv"));
+    if wants_csv {
+        return Ok((
+            [(header::CONTENT_TYPE, "text/csv")],
+            crate::statements::to_csv(&statement),
+        )
+            .into_response());
+    }
+    Ok(Json(statement.to_json()).into_response())
 }

@@ -5,6 +5,7 @@
 
 pub mod catalog;
 pub mod http;
+pub mod statements;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -8,5 +8,6 @@
 //! loses a row.
 
 pub mod layout;
+pub mod ledger;
 pub mod samples;
 pub mod sink;

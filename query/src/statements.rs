@@ -1,0 +1,116 @@
+//! Statements over the history (DESIGN §5, §7).
+//!
+//! DataFusion reads what the ledger recorded — price books, inventory,
+//! health, usage records and policies from `ledger_events`, reservation
+//! windows from `decisions`, billing segments from `allocations` — and
+//! the billing module of `gpuledger-schemas` prices it exactly. SQL
+//! decimals would round a 1/7 GE share; the billing module never rounds
+//! before a line is complete.
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::datatypes::TimestampMicrosecondType;
+use datafusion::prelude::SessionContext;
+use gpuledger_schemas::billing::{self, Facts, Period, Segment, Statement};
+use gpuledger_schemas::{Event, Timestamp};
+
+/// Why a statement could not be given.
+#[derive(Debug, thiserror::Error)]
+pub enum StatementError {
+    /// Reading the history failed.
+    #[error("reading the history: {0}")]
+    Engine(#[from] datafusion::error::DataFusionError),
+    /// A history row does not read back as what it should be.
+    #[error("history row of {table} does not read back: {message}")]
+    Row {
+        table: &'static str,
+        message: String,
+    },
+    /// The facts cannot be priced (no book in force, no rate for a model).
+    #[error("{0}")]
+    Pricing(#[from] gpuledger_schemas::pricing::PricingError),
+}
+
+/// The ledger events statements need, in ledger order.
+const FACT_EVENTS: &str = "SELECT raw FROM ledger_events \
+     WHERE type IN ('PriceBook', 'NodeInventory', 'DeviceHealth', 'UsageRecord', 'TenantPolicy') \
+     ORDER BY ledger_partition, ledger_offset";
+const RESERVATIONS: &str = "SELECT raw FROM decisions WHERE type = 'ReservationDecision' \
+     ORDER BY ledger_partition, ledger_offset";
+const SEGMENTS: &str = "SELECT raw FROM allocations ORDER BY ledger_partition, ledger_offset";
+const NOW: &str = "SELECT max(event_time) AS now FROM ledger_events";
+
+async fn raw_rows(ctx: &SessionContext, sql: &str) -> Result<Vec<String>, StatementError> {
+    let batches = ctx.sql(sql).await?.collect().await?;
+    let mut out = Vec::new();
+    for batch in &batches {
+        let column = batch.column(0).as_string::<i32>();
+        out.extend(column.iter().flatten().map(str::to_owned));
+    }
+    Ok(out)
+}
+
+fn first_timestamp(batches: &[RecordBatch]) -> Option<Timestamp> {
+    let batch = batches.iter().find(|b| b.num_rows() > 0)?;
+    let column = batch
+        .column(0)
+        .as_primitive_opt::<TimestampMicrosecondType>()?;
+    (!column.is_null(0)).then(|| Timestamp::from_micros(column.value(0)))
+}
+
+/// Everything the ledger recorded that statements need, and the ledger's
+/// time (the latest event time applied; `None` before any).
+pub async fn load(ctx: &SessionContext) -> Result<(Facts, Option<Timestamp>), StatementError> {
+    let mut facts = Facts::new();
+    let event = |table: &'static str, text: &str| {
+        Event::from_json_str(text).map_err(|e| StatementError::Row {
+            table,
+            message: e.to_string(),
+        })
+    };
+    for text in raw_rows(ctx, FACT_EVENTS).await? {
+        facts.observe(&event("ledger_events", &text)?)?;
+    }
+    for text in raw_rows(ctx, RESERVATIONS).await? {
+        facts.observe(&event("decisions", &text)?)?;
+    }
+    for text in raw_rows(ctx, SEGMENTS).await? {
+        let segment: Segment = serde_json::from_str(&text).map_err(|e| StatementError::Row {
+            table: "allocations",
+            message: e.to_string(),
+        })?;
+        facts.segment(segment);
+    }
+    let now = first_timestamp(&ctx.sql(NOW).await?.collect().await?);
+    Ok((facts, now))
+}
+
+/// The statement of `period`, up to the ledger's time.
+pub async fn statement(ctx: &SessionContext, period: Period) -> Result<Statement, StatementError> {
+    let (facts, now) = load(ctx).await?;
+    let now = now.unwrap_or(period.start());
+    Ok(billing::statement(&facts, period, now)?)
+}
+
+/// A statement as CSV: one row per tenant and line.
+pub fn to_csv(statement: &Statement) -> String {
+    let mut out = String::from("period,currency,tenant,line,amount\n");
+    for (tenant, line, amount) in statement.rows() {
+        out.push_str(&format!(
+            "{},{},{},{},{}\n",
+            statement.period,
+            statement.currency,
+            csv_field(tenant),
+            line,
+            amount
+        ));
+    }
+    out
+}
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_owned()
+    }
+}
