@@ -644,6 +644,12 @@ async fn get_tenant(
                     "burst": t.burst_use.to_string(),
                 },
                 "active_reserved_ge": t.active_reserved_ge.to_string(),
+                "month_to_date": t.month_to_date.as_ref().map(|(spend, hours)| serde_json::json!({
+                    "spend": spend.round_half_even(2).to_string(),
+                    "gpu_hours": hours.round_half_even(2).to_string(),
+                })),
+                "monthly_budget": t.monthly_budget.as_ref().map(ToString::to_string),
+                "monthly_gpu_hours": t.monthly_gpu_hours.as_ref().map(ToString::to_string),
                 "reservations": t.reservations.iter().map(|(id, ge, start, end, confirmed)| serde_json::json!({
                     "reservation_id": id, "ge": ge.to_string(), "start": start.to_string(),
                     "end": end.to_string(), "confirmed": confirmed,

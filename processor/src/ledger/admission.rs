@@ -3,8 +3,10 @@
 
 use gpuledger_schemas::events::{AdmissionOutcome, AdmissionRequest, HoldKind};
 
+use gpuledger_schemas::billing::Facts;
+
 use super::decide::Decisions;
-use super::{Ge, Hold, Ledger};
+use super::{Ge, Hold, Ledger, budgets};
 
 /// The content of a request that a retry must repeat exactly.
 fn content(r: &AdmissionRequest) -> String {
@@ -17,6 +19,7 @@ fn content(r: &AdmissionRequest) -> String {
 pub(crate) fn request(
     ledger: &mut Ledger,
     r: &AdmissionRequest,
+    billing: &Facts,
     out: &mut Decisions<'_>,
 ) -> Result<(), String> {
     let now = ledger.current();
@@ -56,9 +59,18 @@ pub(crate) fn request(
     let quota_use = pool.use_of(&r.tenant, HoldKind::Quota);
     let burst_use = pool.use_of(&r.tenant, HoldKind::Burst);
 
-    // Step 1 (monthly money and GPU-hour budgets) needs month-to-date spend;
-    // it is applied by the budget module once segments are tracked.
-    let (kind, entitled, used, reason) = if g <= reserved.clone() - reserved_use.clone() {
+    let budget_spent = pool
+        .policies
+        .get(&r.tenant)
+        .and_then(|p| budgets::exhausted(billing, p, now));
+    let (kind, entitled, used, reason) = if let Some(reason) = &budget_spent {
+        (
+            None,
+            nominal + burst_ge,
+            quota_use + burst_use,
+            reason.as_str(),
+        )
+    } else if g <= reserved.clone() - reserved_use.clone() {
         (
             Some(HoldKind::Reserved),
             reserved,

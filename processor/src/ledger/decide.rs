@@ -252,6 +252,42 @@ impl<'a> Decisions<'a> {
         self.push("violation", body);
     }
 
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn budget_alert(
+        &mut self,
+        pool: &str,
+        tenant: &str,
+        kind: BudgetKind,
+        threshold_pct: i32,
+        spend: gpuledger_schemas::Decimal,
+        budget: gpuledger_schemas::Decimal,
+        month: &str,
+    ) {
+        let body = BudgetAlert {
+            pool: pool.to_owned(),
+            tenant: tenant.to_owned(),
+            budget_kind: kind,
+            threshold_pct,
+            spend,
+            budget,
+            month: month.to_owned(),
+            ledger_partition: self.partition(),
+            ledger_offset: self.offset(),
+            cause_event_id: self.cause_id(),
+        };
+        self.push("budget", body);
+    }
+
+    /// The decisions so far.
+    pub(crate) fn decisions(&self) -> &[Event] {
+        &self.out
+    }
+
+    /// The billing segment rows so far.
+    pub(crate) fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
     pub(crate) fn unmetered(&mut self, e: &UnattributedProcess) {
         let body = UnmeteredUsage {
             pool: e.pool.clone(),

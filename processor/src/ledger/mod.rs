@@ -8,6 +8,7 @@
 //! give byte-identical decisions.
 
 mod admission;
+mod budgets;
 mod capacity;
 mod decide;
 mod ge;
@@ -24,7 +25,7 @@ mod tests_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gpuledger_schemas::billing::{Segment, UseKind};
+use gpuledger_schemas::billing::{Facts, Period, Segment, UseKind};
 use gpuledger_schemas::events::{HoldKind, TenantPolicy};
 use gpuledger_schemas::pricing::PriceBooks;
 use gpuledger_schemas::{Event, EventBody, Timestamp};
@@ -188,8 +189,16 @@ pub struct Ledger {
     now: Option<Timestamp>,
     pools: BTreeMap<String, Pool>,
     price_books: PriceBooks,
-    applied: BTreeSet<String>,
     next_admission_seq: u64,
+    /// Every `event_id` applied (kept out of the copy an event is tried on).
+    applied: BTreeSet<String>,
+    /// The month's billing facts, for budgets (kept out of the copy too;
+    /// changed only once an event is known to apply).
+    #[serde(default)]
+    billing: Facts,
+    /// Budget alerts given: (pool, tenant, month, budget kind, threshold).
+    #[serde(default)]
+    alerted: BTreeSet<(String, String, String, String, i32)>,
 }
 
 impl Ledger {
@@ -200,8 +209,10 @@ impl Ledger {
             now: None,
             pools: BTreeMap::new(),
             price_books: PriceBooks::new(),
-            applied: BTreeSet::new(),
             next_admission_seq: 0,
+            applied: BTreeSet::new(),
+            billing: Facts::new(),
+            alerted: BTreeSet::new(),
         }
     }
 
@@ -247,11 +258,17 @@ impl Ledger {
             };
         }
         // Work on a copy so that a rejection changes nothing, not even time.
+        // The large, append-only parts stay out of the copy.
+        let applied = std::mem::take(&mut self.applied);
+        let mut billing = std::mem::take(&mut self.billing);
         let mut next = self.clone();
+        self.applied = applied;
         let cause = Cause::new(position, event);
-        match next.apply_inner(&cause, event) {
+        match next.apply_inner(&cause, event, &mut billing) {
             Ok((decisions, warnings, segments)) => {
+                next.applied = std::mem::take(&mut self.applied);
                 next.applied.insert(event.envelope.event_id.clone());
+                next.billing = billing;
                 *self = next;
                 Outcome::Applied {
                     decisions,
@@ -259,7 +276,10 @@ impl Ledger {
                     segments,
                 }
             }
-            Err(reason) => Outcome::Rejected { reason },
+            Err(reason) => {
+                self.billing = billing;
+                Outcome::Rejected { reason }
+            }
         }
     }
 
@@ -267,8 +287,10 @@ impl Ledger {
         &mut self,
         cause: &Cause,
         event: &Event,
+        billing: &mut Facts,
     ) -> Result<(Vec<Event>, Vec<String>, Vec<Segment>), String> {
         let at = event.envelope.event_time;
+        let before = self.now;
         let now = self.now.map_or(at, |n| n.max(at));
         let mut out = decide::Decisions::new(cause);
         // Timers due up to the new `now` fire first, in time order.
@@ -317,7 +339,7 @@ impl Ledger {
             EventBody::Clock(e) => {
                 self.pool_mut(&e.pool)?;
             }
-            EventBody::AdmissionRequest(e) => admission::request(self, e, &mut out)?,
+            EventBody::AdmissionRequest(e) => admission::request(self, e, billing, &mut out)?,
             EventBody::ReservationRequest(e) => reservations::request(self, e, &mut out)?,
             EventBody::ReservationCancel(e) => reservations::cancel(self, e, &mut out)?,
             EventBody::JobEvent(e) => jobs::apply(self, e, at, &mut out)?,
@@ -328,8 +350,38 @@ impl Ledger {
                 ));
             }
         }
+        // The event applies: only now may the billing facts change.
+        self.bill(billing, event, before, now, &mut out);
         let (decisions, segments) = out.finish();
         Ok((decisions, warnings, segments))
+    }
+
+    /// Takes the event's billing facts in, forgets last month's at a month
+    /// change, and gives the budget alerts now due.
+    fn bill(
+        &mut self,
+        billing: &mut Facts,
+        event: &Event,
+        before: Option<Timestamp>,
+        now: Timestamp,
+        out: &mut decide::Decisions<'_>,
+    ) {
+        let facts = std::iter::once(event).chain(out.decisions());
+        for e in facts {
+            if let Err(e) = billing.observe(e) {
+                tracing::warn!(error = %e, "billing facts: event not taken in");
+            }
+        }
+        for s in out.segments() {
+            billing.segment(s.clone());
+        }
+        let month = Period::containing(now);
+        if before.is_some_and(|b| Period::containing(b) != month) {
+            billing.forget_before(month.start());
+            let current = month.to_string();
+            self.alerted.retain(|(_, _, m, _, _)| *m == current);
+        }
+        budgets::alerts(self, billing, now, out);
     }
 
     pub(crate) fn pool_mut(&mut self, name: &str) -> Result<&mut Pool, String> {

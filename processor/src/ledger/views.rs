@@ -30,6 +30,11 @@ pub struct TenantInPool {
     pub active_reserved_ge: Ge,
     /// (id, GE, start, end, confirmed) of reservations not yet over.
     pub reservations: Vec<(String, Ge, Timestamp, Timestamp, bool)>,
+    /// Month-to-date spend as budgets count it, and GPU-hours held (`None`
+    /// until a price book is in force).
+    pub month_to_date: Option<(gpuledger_schemas::Rational, gpuledger_schemas::Rational)>,
+    pub monthly_budget: Option<gpuledger_schemas::Decimal>,
+    pub monthly_gpu_hours: Option<gpuledger_schemas::Decimal>,
 }
 
 impl Pool {
@@ -148,6 +153,21 @@ impl Ledger {
                             )
                         })
                         .collect(),
+                    month_to_date: gpuledger_schemas::billing::month_to_date(
+                        &self.billing,
+                        name,
+                        tenant,
+                        now,
+                    )
+                    .ok(),
+                    monthly_budget: p
+                        .policies
+                        .get(tenant)
+                        .and_then(|p| p.monthly_budget.clone()),
+                    monthly_gpu_hours: p
+                        .policies
+                        .get(tenant)
+                        .and_then(|p| p.monthly_gpu_hours.clone()),
                 }
             })
             .collect()

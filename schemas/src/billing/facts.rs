@@ -79,7 +79,7 @@ impl Segment {
 
     /// What identifies the segment: an open row and the closed row of the
     /// same segment share it.
-    fn key(&self) -> (String, String, i32, Timestamp) {
+    fn key(&self) -> SegmentKey {
         (
             self.pool.clone(),
             self.job_id.clone(),
@@ -103,7 +103,7 @@ pub struct AttemptEnd {
 
 /// A confirmed reservation's window as the ledger decided it; a cancel ends
 /// it early.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReservedWindow {
     pub tenant: String,
     pub ge: Rational,
@@ -111,10 +111,13 @@ pub struct ReservedWindow {
     pub end: Timestamp,
 }
 
+type SegmentKey = (String, String, i32, Timestamp);
+
 /// One pool's timelines.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(super) struct PoolFacts {
-    pub(super) segments: BTreeMap<(String, String, i32, Timestamp), Segment>,
+    #[serde(with = "segment_list")]
+    pub(super) segments: BTreeMap<SegmentKey, Segment>,
     pub(super) reservations: BTreeMap<String, ReservedWindow>,
     /// Node inventories in time order.
     pub(super) inventory: Vec<(Timestamp, String, Vec<InventoryDevice>)>,
@@ -123,7 +126,7 @@ pub(super) struct PoolFacts {
 }
 
 /// Everything statements are computed from.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Facts {
     books: PriceBooks,
     pools: BTreeMap<String, PoolFacts>,
@@ -207,6 +210,36 @@ impl Facts {
             Some(known) if known.end.is_some() && segment.end.is_none() => {}
             _ => {
                 pool.segments.insert(key, segment);
+            }
+        }
+    }
+
+    /// Forgets what no longer matters from `from` on: segments, windows
+    /// and usage that ended before it, and inventory and health superseded
+    /// before it. Month-to-date figures from `from` on are unchanged.
+    pub fn forget_before(&mut self, from: Timestamp) {
+        self.usage.retain(|u| u.start >= from);
+        for pool in self.pools.values_mut() {
+            pool.segments.retain(|_, s| s.end.is_none_or(|e| e > from));
+            pool.reservations.retain(|_, r| r.end > from);
+            let mut latest: BTreeMap<&str, Timestamp> = BTreeMap::new();
+            for (t, node, _) in &pool.inventory {
+                if *t <= from {
+                    latest.insert(node, *t);
+                }
+            }
+            let keep: Vec<bool> = pool
+                .inventory
+                .iter()
+                .map(|(t, node, _)| *t > from || latest.get(node.as_str()) == Some(t))
+                .collect();
+            let mut keep = keep.into_iter();
+            pool.inventory.retain(|_| keep.next().unwrap_or(true));
+            for changes in pool.health.values_mut() {
+                let before = changes.partition_point(|(t, _)| *t <= from);
+                if before > 1 {
+                    changes.drain(..before - 1);
+                }
             }
         }
     }
@@ -324,5 +357,30 @@ impl Facts {
             start: from,
             end: to,
         })
+    }
+}
+
+/// Segments serialize as a list; the keys are rebuilt from them.
+mod segment_list {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::{Segment, SegmentKey};
+
+    pub(super) fn serialize<S: Serializer>(
+        map: &BTreeMap<SegmentKey, Segment>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_seq(map.values())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<SegmentKey, Segment>, D::Error> {
+        Ok(Vec::<Segment>::deserialize(d)?
+            .into_iter()
+            .map(|s| (s.key(), s))
+            .collect())
     }
 }
