@@ -212,9 +212,18 @@ impl EventProducer {
     /// Queues one event; waits for older deliveries when the window is full
     /// or librdkafka's queue is (backpressure, never a dropped record).
     pub async fn send(&mut self, event: &Event) -> Result<()> {
+        self.send_to(event, None).await
+    }
+
+    /// Like [`EventProducer::send`], to one partition of the event's topic
+    /// (`None`: the partition its key picks).
+    pub async fn send_to(&mut self, event: &Event, partition: Option<i32>) -> Result<()> {
         let wire = WireRecord::new(self.codec, event, &self.prefix)?;
         let topic = wire.topic.clone();
         let mut record = wire.record();
+        if let Some(p) = partition {
+            record = record.partition(p);
+        }
         loop {
             while self.in_flight.len() >= self.window {
                 self.settle_oldest().await?;
@@ -252,6 +261,23 @@ impl EventProducer {
                 source: KafkaError::Canceled,
             }),
         }
+    }
+
+    /// The partition ids of the topic events of `topic` travel on.
+    pub fn partitions(&self, topic: gpuledger_schemas::Topic) -> Result<Vec<i32>> {
+        use rdkafka::producer::Producer;
+        let name = topic.name(&self.prefix);
+        let metadata = self
+            .producer
+            .client()
+            .fetch_metadata(Some(&name), Duration::from_secs(30))
+            .map_err(Error::Client)?;
+        Ok(metadata
+            .topics()
+            .iter()
+            .filter(|t| t.name() == name)
+            .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+            .collect())
     }
 
     /// Waits for every queued event to be acknowledged.

@@ -226,7 +226,16 @@ async fn post_events(
     }
     let mut producer = state.producer.lock().await;
     for event in &events {
-        producer.send(event).await?;
+        match &event.body {
+            // A book for every pool goes to every ledger partition, so each
+            // partition's state machine prices its own pools (DESIGN §11).
+            EventBody::PriceBook(book) if book.pool.is_none() => {
+                for partition in producer.partitions(Topic::Ledger)? {
+                    producer.send_to(event, Some(partition)).await?;
+                }
+            }
+            _ => producer.send(event).await?,
+        }
     }
     producer.flush(Duration::from_secs(30)).await?;
     Ok(Json(serde_json::json!({ "accepted": events.len() })).into_response())
