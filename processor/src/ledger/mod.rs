@@ -62,6 +62,9 @@ pub enum Outcome {
     Rejected { reason: String },
 }
 
+/// What an applied event produced: decisions, warnings, billing segments.
+type AppliedParts = (Vec<Event>, Vec<String>, Vec<Segment>);
+
 /// How long an admission holds its GE if the attempt never starts.
 pub const DEFAULT_HOLD_TTL_MICROS: i64 = 15 * 60 * 1_000_000;
 
@@ -288,7 +291,7 @@ impl Ledger {
         cause: &Cause,
         event: &Event,
         billing: &mut Facts,
-    ) -> Result<(Vec<Event>, Vec<String>, Vec<Segment>), String> {
+    ) -> Result<AppliedParts, String> {
         let at = event.envelope.event_time;
         let before = self.now;
         let now = self.now.map_or(at, |n| n.max(at));
