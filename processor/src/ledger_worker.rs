@@ -23,6 +23,7 @@ use rdkafka::message::OwnedMessage;
 use rdkafka::producer::{FutureProducer, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
+use crate::burst_hook::BurstHook;
 use crate::history::ledger::LedgerHistory;
 use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
 use crate::snapshot::{self, Snapshot};
@@ -54,6 +55,8 @@ pub struct LedgerWorkerConfig {
     pub history_root: Option<PathBuf>,
     /// How long history rows may wait before they are written.
     pub history_flush: Duration,
+    /// Told of every committed `BurstTriggered` decision.
+    pub burst_hook: Option<BurstHook>,
 }
 
 /// What one consumed record produces.
@@ -369,9 +372,11 @@ fn commit_all(
             .iter()
             .filter(|o| matches!(o, Output::Decision(_)))
             .count() as u64;
+        let mut committed_decisions = Vec::new();
         for output in worker.pending.drain(..) {
             let sent = match &output {
                 Output::Decision(event) => {
+                    committed_decisions.push(event.clone());
                     let wire = WireRecord::new(codec, event, &kafka.topic_prefix)?;
                     producer
                         .send_result(wire.record())
@@ -390,6 +395,11 @@ fn commit_all(
         producer.send_offsets_to_transaction(&offsets, &group, TXN_TIMEOUT)?;
         producer.commit_transaction(TXN_TIMEOUT)?;
         metrics::DECISION_TRANSACTIONS.inc();
+        if let Some(hook) = &config.burst_hook {
+            for decision in &committed_decisions {
+                hook.notify(decision);
+            }
+        }
         metrics::DECISIONS_EMITTED.add(decisions);
         worker.committed_next = Some(next_offset);
         // The state now matches the committed offset: a snapshot may be taken.

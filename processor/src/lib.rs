@@ -5,6 +5,7 @@
 //! stays pure; everything here that talks to Kafka or disk wraps it.
 
 pub mod api;
+pub mod burst_hook;
 pub mod history;
 pub mod ledger;
 pub mod ledger_worker;

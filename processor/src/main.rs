@@ -12,6 +12,7 @@ use std::io::Write;
 use gpuledger_processor::api::auth::{TokenSpec, Tokens};
 use gpuledger_processor::api::k8s::K8sMapping;
 use gpuledger_processor::api::{self, ApiState, waiters};
+use gpuledger_processor::burst_hook::{BurstHook, BurstHookConfig};
 use gpuledger_processor::ledger::LedgerConfig;
 use gpuledger_processor::ledger_worker::{self, LedgerWorkerConfig};
 use gpuledger_processor::replay::{self, ReplayConfig};
@@ -128,6 +129,19 @@ struct RunArgs {
     #[arg(long, env = "GPULEDGER_STATE_DIR", default_value = "var/state")]
     state_dir: std::path::PathBuf,
 
+    /// POST every `BurstTriggered` decision here as JSON (the burst
+    /// provider hook), with the decision id as `Idempotency-Key`.
+    #[arg(long, env = "GPULEDGER_BURST_WEBHOOK")]
+    burst_webhook: Option<String>,
+
+    /// Tries per burst hook call, the first included.
+    #[arg(long, default_value_t = 6)]
+    burst_webhook_attempts: u32,
+
+    /// Wait before the first retry of a burst hook call (milliseconds; doubled each time).
+    #[arg(long, default_value_t = 500)]
+    burst_webhook_backoff_ms: u64,
+
     /// Snapshot a ledger partition after this many events (and on shutdown).
     #[arg(long, default_value_t = 10_000)]
     snapshot_every: u64,
@@ -191,6 +205,14 @@ async fn main() -> anyhow::Result<()> {
                 snapshot_every: args.snapshot_every.max(1),
                 history_root: Some(args.history.root.clone()),
                 history_flush: Duration::from_millis(args.flush_interval_ms),
+                burst_hook: args.burst_webhook.clone().map(|url| {
+                    BurstHook::spawn(BurstHookConfig {
+                        url,
+                        attempts: args.burst_webhook_attempts,
+                        backoff: Duration::from_millis(args.burst_webhook_backoff_ms),
+                        timeout: Duration::from_secs(10),
+                    })
+                }),
             };
             let config = TelemetryWriterConfig {
                 kafka: args.kafka.clone(),

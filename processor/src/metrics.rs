@@ -40,6 +40,15 @@ pub static API_REQUESTS_REFUSED: Counter = Counter::new(
     "Control API requests answered with a 4xx.",
 );
 
+pub static BURST_HOOK_DELIVERED: Counter = Counter::new(
+    "gpuledger_burst_hook_delivered_total",
+    "BurstTriggered decisions the burst provider hook accepted.",
+);
+pub static BURST_HOOK_FAILED: Counter = Counter::new(
+    "gpuledger_burst_hook_failed_total",
+    "BurstTriggered decisions the burst provider hook could not deliver.",
+);
+
 /// Every metric of the processor, for `/metrics`.
 pub fn all() -> Vec<Metric> {
     [
@@ -52,6 +61,8 @@ pub fn all() -> Vec<Metric> {
         &HISTORY_FILES_WRITTEN,
         &TELEMETRY_DEAD_LETTERS,
         &API_REQUESTS_REFUSED,
+        &BURST_HOOK_DELIVERED,
+        &BURST_HOOK_FAILED,
     ]
     .into_iter()
     .map(Metric::Counter)
