@@ -21,6 +21,8 @@ mod views;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_billing;
+#[cfg(test)]
 mod tests_support;
 
 use std::collections::{BTreeMap, BTreeSet};

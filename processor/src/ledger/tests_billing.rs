@@ -1,0 +1,182 @@
+//! Billing in the state machine: the worked example's statement from the
+//! segments the ledger settles, and budgets.
+
+use gpuledger_schemas::{Event, EventBody, Timestamp};
+
+use super::tests::{decisions, rejections, run};
+use super::*;
+
+/// Everything a statement needs, gathered from applying `lines`: the
+/// applied events, their decisions and the billing segments.
+fn facts_of(lines: &[String]) -> (gpuledger_schemas::billing::Facts, Timestamp) {
+    let mut ledger = Ledger::new(LedgerConfig::default());
+    let outcomes = run(&mut ledger, lines);
+    let mut facts = gpuledger_schemas::billing::Facts::new();
+    for (line, outcome) in lines.iter().zip(&outcomes) {
+        let Outcome::Applied {
+            decisions,
+            segments,
+            ..
+        } = outcome
+        else {
+            continue;
+        };
+        facts.observe(&Event::from_json_str(line).unwrap()).unwrap();
+        for d in decisions {
+            facts.observe(d).unwrap();
+        }
+        for s in segments {
+            facts.segment(s.clone());
+        }
+    }
+    (facts, ledger.now().unwrap())
+}
+
+#[test]
+fn the_worked_example_gives_the_published_statement() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/examples");
+    let lines: Vec<String> = std::fs::read_to_string(format!("{dir}/mig-quota-basics.ndjson"))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let expected: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{dir}/mig-quota-basics.statement.json")).unwrap(),
+    )
+    .unwrap();
+    let (facts, now) = facts_of(&lines);
+    let statement =
+        gpuledger_schemas::billing::statement(&facts, "2026-11".parse().unwrap(), now).unwrap();
+    assert_eq!(
+        serde_json::to_string_pretty(&statement.to_json()).unwrap(),
+        serde_json::to_string_pretty(&expected).unwrap()
+    );
+}
+
+fn priced(quota: &str) -> String {
+    format!(
+        r#"{{"type":"PriceBook",{},"version":1,"effective_from":"2026-10-01T00:00:00Z","currency":"USD","rates":[{{"model":"NVIDIA H200","reserved_per_gpu_hour":"{quota}","quota_per_gpu_hour":"{quota}","on_demand_per_gpu_hour":"{quota}"}}],"storage_per_gb_month":"0","egress_per_gb":"0","overhead_pct":"0","reservation_charge":"window","idle_distribution":"central"}}"#,
+        tests_support::env("book-1", "2026-10-01T00:00:00Z")
+    )
+}
+
+fn budget_policy(budget: &str, hours: Option<&str>) -> String {
+    let hours = hours.map_or(String::new(), |h| format!(r#","monthly_gpu_hours":"{h}""#));
+    format!(
+        r#"{{"type":"TenantPolicy",{},"pool":"p","tenant":"team-a","nominal_ge":"1","burst_ge":"0","monthly_budget":"{budget}"{hours},"enforcement":"alert"}}"#,
+        tests_support::env(&format!("pol-budget-{budget}"), "2026-11-01T00:00:00Z")
+    )
+}
+
+fn alerts(outcomes: &[Outcome]) -> Vec<(String, i32, String)> {
+    decisions(outcomes)
+        .into_iter()
+        .filter_map(|d| match d.body {
+            EventBody::BudgetAlert(a) => Some((
+                a.budget_kind.to_string(),
+                a.threshold_pct,
+                a.spend.to_string(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn budgets_alert_once_per_threshold_and_deny_once_spent() {
+    use tests_support::*;
+    // 1 GPU at 10.00 an hour against a budget of 100.00.
+    let lines = vec![
+        priced("10.00"),
+        inventory("p", 2, "2026-11-01T00:00:00Z"),
+        budget_policy("100", None),
+        admit("r1", "team-a", "j1", 1, 1, "2026-11-01T00:00:00Z"),
+        job("j1", "team-a", "started", "2026-11-01T00:00:00Z"),
+        clock("2026-11-01T04:00:00Z"),
+        clock("2026-11-01T05:00:00Z"),
+        clock("2026-11-01T06:00:00Z"),
+        clock("2026-11-01T08:30:00Z"),
+        job("j1", "team-a", "completed", "2026-11-01T10:00:00Z"),
+        clock("2026-11-01T11:00:00Z"),
+        admit("r2", "team-a", "j2", 1, 7, "2026-11-01T12:00:00Z"),
+        // A new month: spend starts again from zero.
+        clock("2026-12-01T00:00:00Z"),
+        admit("r3", "team-a", "j3", 1, 7, "2026-12-01T00:00:00Z"),
+    ];
+    let mut ledger = Ledger::new(LedgerConfig::default());
+    let outcomes = run(&mut ledger, &lines);
+    assert!(
+        rejections(&outcomes).is_empty(),
+        "{:?}",
+        rejections(&outcomes)
+    );
+    assert_eq!(
+        alerts(&outcomes),
+        vec![
+            ("money".to_owned(), 50, "50.00".to_owned()),
+            ("money".to_owned(), 80, "85.00".to_owned()),
+            ("money".to_owned(), 100, "100.00".to_owned()),
+        ]
+    );
+    // Which event raised each alert: 50 % at 05:00, 80 % at 08:30, 100 % at 10:00.
+    let causes: Vec<usize> = outcomes
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| !alerts(std::slice::from_ref(o)).is_empty())
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(causes, [6, 8, 9]);
+    let admissions: Vec<(String, String)> = decisions(&outcomes)
+        .into_iter()
+        .filter_map(|d| match d.body {
+            EventBody::AdmissionDecision(a) => Some((a.request_id, a.reason)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(admissions[0], ("r1".into(), "within_quota".into()));
+    assert_eq!(admissions[1].0, "r2");
+    assert!(
+        admissions[1]
+            .1
+            .starts_with("budget_exhausted: money month-to-date 100.00 of 100 in 2026-11"),
+        "{:?}",
+        admissions[1]
+    );
+    assert_eq!(admissions[2], ("r3".into(), "within_quota".into()));
+}
+
+#[test]
+fn a_gpu_hour_budget_denies_too() {
+    use tests_support::*;
+    let lines = vec![
+        priced("1.00"),
+        inventory("p", 2, "2026-11-01T00:00:00Z"),
+        budget_policy("1000000", Some("3")),
+        admit("r1", "team-a", "j1", 1, 1, "2026-11-01T00:00:00Z"),
+        job("j1", "team-a", "started", "2026-11-01T00:00:00Z"),
+        job("j1", "team-a", "completed", "2026-11-01T03:00:00Z"),
+        admit("r2", "team-a", "j2", 1, 1, "2026-11-01T04:00:00Z"),
+    ];
+    let mut ledger = Ledger::new(LedgerConfig::default());
+    let outcomes = run(&mut ledger, &lines);
+    let reasons: Vec<String> = decisions(&outcomes)
+        .into_iter()
+        .filter_map(|d| match d.body {
+            EventBody::AdmissionDecision(a) => Some(a.reason),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        reasons[1].starts_with("budget_exhausted: gpu_hours"),
+        "{reasons:?}"
+    );
+    assert_eq!(
+        alerts(&outcomes),
+        vec![
+            // No event between the start and the end: all three at once.
+            ("gpu_hours".to_owned(), 50, "3.00".to_owned()),
+            ("gpu_hours".to_owned(), 80, "3.00".to_owned()),
+            ("gpu_hours".to_owned(), 100, "3.00".to_owned()),
+        ]
+    );
+}
