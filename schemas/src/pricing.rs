@@ -89,23 +89,33 @@ impl PriceBooks {
     /// Adds a book. The same book again is a no-op; a different book with
     /// the same `effective_from` and `version` is a conflict.
     pub fn insert(&mut self, book: PriceBook) -> Result<(), PricingError> {
+        if self.check(&book)? {
+            return Ok(());
+        }
+        let order = |b: &PriceBook| (b.effective_from, b.version);
+        let at = self.books.partition_point(|b| order(b) <= order(&book));
+        self.books.insert(at, book);
+        Ok(())
+    }
+
+    /// Whether `book` may be added: `Ok(true)` when the same book is
+    /// already known (adding it changes nothing), `Ok(false)` when it is
+    /// new, a conflict when a different book holds its `effective_from` and
+    /// `version`.
+    pub fn check(&self, book: &PriceBook) -> Result<bool, PricingError> {
         let order = |b: &PriceBook| (b.effective_from, b.version);
         let same_slot = self
             .books
             .iter()
-            .find(|b| order(b) == order(&book) && b.pool == book.pool);
-        if let Some(existing) = same_slot {
-            if *existing == book {
-                return Ok(());
-            }
-            return Err(PricingError::Conflict {
+            .find(|b| order(b) == order(book) && b.pool == book.pool);
+        match same_slot {
+            Some(existing) if existing == book => Ok(true),
+            Some(_) => Err(PricingError::Conflict {
                 version: book.version,
                 effective_from: book.effective_from,
-            });
+            }),
+            None => Ok(false),
         }
-        let at = self.books.partition_point(|b| order(b) <= order(&book));
-        self.books.insert(at, book);
-        Ok(())
     }
 
     /// Every book, in force order.

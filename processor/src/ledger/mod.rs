@@ -29,7 +29,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use gpuledger_schemas::billing::{Facts, Period, Segment, UseKind};
 use gpuledger_schemas::events::{HoldKind, TenantPolicy};
-use gpuledger_schemas::pricing::PriceBooks;
 use gpuledger_schemas::{Event, EventBody, Timestamp};
 use serde::{Deserialize, Serialize};
 
@@ -193,12 +192,12 @@ pub struct Ledger {
     config: LedgerConfig,
     now: Option<Timestamp>,
     pools: BTreeMap<String, Pool>,
-    price_books: PriceBooks,
     next_admission_seq: u64,
     /// Every `event_id` applied (kept out of the copy an event is tried on).
     applied: BTreeSet<String>,
-    /// The month's billing facts, for budgets (kept out of the copy too;
-    /// changed only once an event is known to apply).
+    /// Billing facts, for budgets: every price book, and the month's
+    /// segments, windows, usage, inventory and health (kept out of the copy
+    /// too; changed only once an event is known to apply).
     #[serde(default)]
     billing: Facts,
     /// Budget alerts given: (pool, tenant, month, budget kind, threshold).
@@ -213,7 +212,6 @@ impl Ledger {
             config,
             now: None,
             pools: BTreeMap::new(),
-            price_books: PriceBooks::new(),
             next_admission_seq: 0,
             applied: BTreeSet::new(),
             billing: Facts::new(),
@@ -240,11 +238,6 @@ impl Ledger {
     /// The pools this partition has seen, by name.
     pub fn pools(&self) -> impl Iterator<Item = &str> {
         self.pools.keys().map(String::as_str)
-    }
-
-    /// Every price book applied so far.
-    pub fn price_books(&self) -> &PriceBooks {
-        &self.price_books
     }
 
     /// Applies one ledger event found at `position`.
@@ -330,9 +323,8 @@ impl Ledger {
                 }
             }
             EventBody::PriceBook(e) => {
-                self.price_books
-                    .insert(e.clone())
-                    .map_err(|e| e.to_string())?;
+                // Kept with the billing facts, once the event applies.
+                billing.books().check(e).map_err(|e| e.to_string())?;
             }
             EventBody::UsageRecord(e) => {
                 self.pool_mut(&e.pool)?;
