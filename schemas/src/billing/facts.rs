@@ -323,19 +323,23 @@ impl Facts {
             .collect()
     }
 
-    /// The gross compute of every attempt of `job` in `pool`, over its
-    /// whole life up to `to`.
-    pub fn job_compute(
+    /// The gross compute of every attempt of `jobs` in `pool`, over their
+    /// whole life up to `to`, in one pass over the pool's segments.
+    pub fn jobs_compute(
         &self,
         pool: &str,
-        job: &str,
+        jobs: &BTreeSet<&str>,
         to: Timestamp,
     ) -> Result<Rational, BillingError> {
         let Some(facts) = self.pools.get(pool) else {
             return Ok(Rational::zero());
         };
         let mut total = Rational::zero();
-        for s in facts.segments.values().filter(|s| s.job_id == job) {
+        let wanted = facts
+            .segments
+            .values()
+            .filter(|s| jobs.contains(s.job_id.as_str()));
+        for s in wanted {
             total = total + self.segment_compute(s, s.start, s.end.unwrap_or(to).min(to))?;
         }
         Ok(total)

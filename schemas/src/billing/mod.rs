@@ -103,7 +103,7 @@ pub fn statement(facts: &Facts, period: Period, now: Timestamp) -> Result<Statem
             add(&mut exact, StatementLine::Overhead, overhead);
         }
         let mut lines = Vec::new();
-        let mut total = Decimal::zero().as_rational().clone();
+        let mut total = Rational::zero();
         for line in StatementLine::ALL.iter().copied() {
             if line == StatementLine::Total {
                 continue;
@@ -279,9 +279,13 @@ impl TenantFigures {
         });
         let mut cost_per_work_unit = BTreeMap::new();
         for (name, jobs) in &unit_jobs {
-            let mut compute = Rational::zero();
+            let mut by_pool: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
             for (pool, job) in jobs {
-                compute = compute + facts.job_compute(pool, job, to)?;
+                by_pool.entry(pool).or_default().insert(job);
+            }
+            let mut compute = Rational::zero();
+            for (pool, jobs) in by_pool {
+                compute = compute + facts.jobs_compute(pool, &jobs, to)?;
             }
             let per_unit = units
                 .get(name)
