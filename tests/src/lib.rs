@@ -202,6 +202,39 @@ impl Drop for WorkDir {
     }
 }
 
+/// Starts `gpuledger-processor run` on `bootstrap` with the topics of
+/// `prefix`, the consumer group `<prefix>processor`, history and state in
+/// `work`'s `history` and `state` folders, the control API on a free port,
+/// then the `extra` flags; stderr goes to `log` in `work`.
+pub fn start_processor(
+    bootstrap: &str,
+    prefix: &str,
+    work: &std::path::Path,
+    extra: &[&str],
+    log: &str,
+) -> Service {
+    let history = work.join("history");
+    let state = work.join("state");
+    let group = format!("{prefix}processor");
+    let mut args = vec![
+        "run",
+        "--kafka-bootstrap",
+        bootstrap,
+        "--topic-prefix",
+        prefix,
+        "--history-root",
+        history.to_str().expect("a UTF-8 path"),
+        "--group-id",
+        &group,
+        "--state-dir",
+        state.to_str().expect("a UTF-8 path"),
+        "--api-listen",
+        "127.0.0.1:0",
+    ];
+    args.extend_from_slice(extra);
+    Service::start("gpuledger-processor", &args, &work.join(log))
+}
+
 /// A running child process, killed when dropped.
 #[derive(Debug)]
 pub struct Service {

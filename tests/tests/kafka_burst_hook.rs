@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use gpuledger_tests::{Service, WorkDir, create_topics, require_broker, unique_prefix};
+use gpuledger_tests::{WorkDir, create_topics, require_broker, start_processor, unique_prefix};
 
 const ADMIN: &str = "admin-secret-burst";
 const SCHEDULER: &str = "scheduler-secret-burst";
@@ -74,24 +74,14 @@ async fn kafka_burst_hook_posts_the_decision_and_retries() {
     create_topics(&bootstrap, &prefix, 1).await;
     let work = WorkDir::new("burst");
     let (url, calls) = provider();
-    let mut processor = Service::start(
-        "gpuledger-processor",
+    let tokens = format!("admin:{ADMIN},scheduler:{SCHEDULER}");
+    let mut processor = start_processor(
+        &bootstrap,
+        &prefix,
+        work.path(),
         &[
-            "run",
-            "--kafka-bootstrap",
-            &bootstrap,
-            "--topic-prefix",
-            &prefix,
-            "--history-root",
-            work.path().join("history").to_str().unwrap(),
-            "--group-id",
-            &format!("{prefix}processor"),
-            "--state-dir",
-            work.path().join("state").to_str().unwrap(),
-            "--api-listen",
-            "127.0.0.1:0",
             "--api-token",
-            &format!("admin:{ADMIN},scheduler:{SCHEDULER}"),
+            &tokens,
             "--clock-interval-s",
             "0",
             "--burst-webhook",
@@ -99,7 +89,7 @@ async fn kafka_burst_hook_posts_the_decision_and_retries() {
             "--burst-webhook-backoff-ms",
             "100",
         ],
-        &work.path().join("processor.log"),
+        "processor.log",
     );
     let api = processor.wait_for_line("control API listening on ", Duration::from_secs(60));
     let post = |path: &str, token: &str, body: &str| {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use gpuledger_tests::{
-    Record, Service, WorkDir, create_topics, read_committed, require_broker, unique_prefix,
+    Record, WorkDir, create_topics, read_committed, require_broker, start_processor, unique_prefix,
 };
 
 const ADMIN: &str = "admin-secret-1";
@@ -48,24 +48,12 @@ async fn kafka_control_api_appends_events_and_answers_admissions() {
     let prefix = unique_prefix("api");
     create_topics(&bootstrap, &prefix, 2).await;
     let work = WorkDir::new("api");
-    let history = work.path().join("history");
     let tokens = format!("admin:{ADMIN},scheduler:{SCHEDULER},lead:team-a:{LEAD}");
-    let mut processor = Service::start(
-        "gpuledger-processor",
+    let mut processor = start_processor(
+        &bootstrap,
+        &prefix,
+        work.path(),
         &[
-            "run",
-            "--kafka-bootstrap",
-            &bootstrap,
-            "--topic-prefix",
-            &prefix,
-            "--history-root",
-            history.to_str().unwrap(),
-            "--group-id",
-            &format!("{prefix}processor"),
-            "--state-dir",
-            work.path().join("state").to_str().unwrap(),
-            "--api-listen",
-            "127.0.0.1:0",
             "--api-token",
             &tokens,
             "--clock-interval-s",
@@ -75,7 +63,7 @@ async fn kafka_control_api_appends_events_and_answers_admissions() {
             "--k8s-default-pool",
             "h200",
         ],
-        &work.path().join("processor.log"),
+        "processor.log",
     );
     let api = processor.wait_for_line("control API listening on ", Duration::from_secs(60));
     let events = format!("{api}/v1/events");

@@ -7,7 +7,7 @@ use std::time::Duration;
 use gpuledger_common::kafka::{DLQ_REASON_HEADER, EventProducer, KafkaArgs};
 use gpuledger_schemas::{Codec, Event, EventBody};
 use gpuledger_tests::{
-    Service, WorkDir, create_topics, read_committed, require_broker, unique_prefix,
+    Service, WorkDir, create_topics, read_committed, require_broker, start_processor, unique_prefix,
 };
 use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -21,32 +21,19 @@ fn example(name: &str) -> String {
 }
 
 fn processor(bootstrap: &str, prefix: &str, work: &WorkDir, log: &str) -> Service {
-    let history = work.path().join("history");
-    let state = work.path().join("state");
-    Service::start(
-        "gpuledger-processor",
+    start_processor(
+        bootstrap,
+        prefix,
+        work.path(),
         &[
-            "run",
-            "--kafka-bootstrap",
-            bootstrap,
-            "--topic-prefix",
-            prefix,
-            "--history-root",
-            history.to_str().unwrap(),
-            "--group-id",
-            &format!("{prefix}processor"),
             // The example owns time: no wall-clock ticks.
             "--clock-interval-s",
             "0",
             // A snapshot after every event, so the restart resumes from one.
-            "--api-listen",
-            "127.0.0.1:0",
-            "--state-dir",
-            state.to_str().unwrap(),
             "--snapshot-every",
             "1",
         ],
-        &work.path().join(log),
+        log,
     )
 }
 

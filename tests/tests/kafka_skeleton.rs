@@ -6,7 +6,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use gpuledger_tests::{
-    Service, WorkDir, create_topics, eventually, require_broker, run_to_end, sql, unique_prefix,
+    Service, WorkDir, create_topics, eventually, require_broker, run_to_end, sql, start_processor,
+    unique_prefix,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -17,28 +18,13 @@ async fn kafka_skeleton_samples_travel_from_collector_to_sql() {
     let work = WorkDir::new("skeleton");
     let history = work.path().join("history");
     let history = history.to_str().unwrap();
-    let group = format!("{prefix}processor");
 
-    let mut processor = Service::start(
-        "gpuledger-processor",
-        &[
-            "run",
-            "--kafka-bootstrap",
-            &bootstrap,
-            "--topic-prefix",
-            &prefix,
-            "--history-root",
-            history,
-            "--group-id",
-            &group,
-            "--api-listen",
-            "127.0.0.1:0",
-            "--state-dir",
-            work.path().join("state").to_str().unwrap(),
-            "--flush-interval-ms",
-            "300",
-        ],
-        &work.path().join("processor.log"),
+    let mut processor = start_processor(
+        &bootstrap,
+        &prefix,
+        work.path(),
+        &["--flush-interval-ms", "300"],
+        "processor.log",
     );
     let mut query = Service::start(
         "gpuledger-query",

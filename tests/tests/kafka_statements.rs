@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use gpuledger_tests::{Service, WorkDir, create_topics, eventually, require_broker, unique_prefix};
+use gpuledger_tests::{
+    Service, WorkDir, create_topics, eventually, require_broker, start_processor, unique_prefix,
+};
 
 const ADMIN: &str = "admin-secret-statements";
 
@@ -20,30 +22,20 @@ async fn kafka_worked_example_statement_through_the_whole_pipeline() {
     create_topics(&bootstrap, &prefix, 2).await;
     let work = WorkDir::new("statements");
     let history = work.path().join("history");
-    let mut processor = Service::start(
-        "gpuledger-processor",
+    let tokens = format!("admin:{ADMIN}");
+    let mut processor = start_processor(
+        &bootstrap,
+        &prefix,
+        work.path(),
         &[
-            "run",
-            "--kafka-bootstrap",
-            &bootstrap,
-            "--topic-prefix",
-            &prefix,
-            "--history-root",
-            history.to_str().unwrap(),
-            "--group-id",
-            &format!("{prefix}processor"),
-            "--state-dir",
-            work.path().join("state").to_str().unwrap(),
-            "--api-listen",
-            "127.0.0.1:0",
             "--api-token",
-            &format!("admin:{ADMIN}"),
+            &tokens,
             "--clock-interval-s",
             "0",
             "--flush-interval-ms",
             "200",
         ],
-        &work.path().join("processor.log"),
+        "processor.log",
     );
     let api = processor.wait_for_line("control API listening on ", Duration::from_secs(60));
     let mut query = Service::start(

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use gpuledger_tests::{
-    Service, WorkDir, create_topics, eventually, require_broker, sql, unique_prefix,
+    Service, WorkDir, create_topics, eventually, require_broker, sql, start_processor,
+    unique_prefix,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -16,23 +17,12 @@ async fn kafka_telemetry_history_survives_ten_kills() {
     let work = WorkDir::new("crash");
     let history = work.path().join("history");
     let history = history.to_str().unwrap().to_owned();
-    let start_processor = |n: usize| {
-        Service::start(
-            "gpuledger-processor",
+    let spawn_processor = |n: usize| {
+        start_processor(
+            &bootstrap,
+            &prefix,
+            work.path(),
             &[
-                "run",
-                "--kafka-bootstrap",
-                &bootstrap,
-                "--topic-prefix",
-                &prefix,
-                "--history-root",
-                &history,
-                "--group-id",
-                &format!("{prefix}processor"),
-                "--api-listen",
-                "127.0.0.1:0",
-                "--state-dir",
-                work.path().join("state").to_str().unwrap(),
                 "--clock-interval-s",
                 "0",
                 // Small, frequent files: many moments to be killed in.
@@ -41,7 +31,7 @@ async fn kafka_telemetry_history_survives_ten_kills() {
                 "--flush-interval-ms",
                 "150",
             ],
-            &work.path().join(format!("processor-{n}.log")),
+            &format!("processor-{n}.log"),
         )
     };
 
@@ -67,11 +57,11 @@ async fn kafka_telemetry_history_survives_ten_kills() {
         ],
         &work.path().join("collector.log"),
     );
-    let mut processor = start_processor(0);
+    let mut processor = spawn_processor(0);
     for n in 1..=10 {
         std::thread::sleep(Duration::from_millis(1500 + 97 * n as u64));
         processor.kill();
-        processor = start_processor(n);
+        processor = spawn_processor(n);
     }
     let summary = collector.wait_for_line("{", Duration::from_secs(120));
     let summary: serde_json::Value =

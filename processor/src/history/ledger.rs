@@ -114,32 +114,22 @@ impl LedgerHistory {
             buffer.since = Some(std::time::Instant::now());
         }
         buffer.last_offset = offset;
-        let position = |mut row: Value| {
+        // A row is the record's JSON form, its ledger position, and the
+        // whole record again as `raw`.
+        let mut add = |table: &'static str, raw: Value| {
+            let mut row = raw.clone();
             row["ledger_partition"] = json!(partition);
             row["ledger_offset"] = json!(offset);
-            row
-        };
-        let raw = event.to_json_value();
-        let mut row = raw.clone();
-        row["raw"] = Value::String(raw.to_string());
-        buffer
-            .rows
-            .entry(ledger_events::TABLE)
-            .or_default()
-            .push(position(row));
-        for d in decisions {
-            let raw = d.to_json_value();
-            let mut row = raw.clone();
             row["raw"] = Value::String(raw.to_string());
-            let row = position(row);
-            buffer.rows.entry(decisions::TABLE).or_default().push(row);
+            buffer.rows.entry(table).or_default().push(row);
+        };
+        add(ledger_events::TABLE, event.to_json_value());
+        for d in decisions {
+            add(decisions::TABLE, d.to_json_value());
         }
         for s in segments {
             let raw = serde_json::to_value(s).map_err(|e| Error::History(e.to_string()))?;
-            let mut row = raw.clone();
-            row["raw"] = Value::String(raw.to_string());
-            let row = position(row);
-            buffer.rows.entry(allocations::TABLE).or_default().push(row);
+            add(allocations::TABLE, raw);
         }
         Ok(())
     }
