@@ -309,6 +309,33 @@ pub fn run_to_end(name: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// Sends `request` (with `body`, if any) as `token` and returns the status
+/// and the JSON answer, whatever the status.
+pub fn call(
+    mut request: ureq::Request,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (u16, serde_json::Value) {
+    if let Some(token) = token {
+        request = request.set("Authorization", &format!("Bearer {token}"));
+    }
+    let url = request.url().to_owned();
+    let response = match body {
+        Some(body) => request.send_string(body),
+        None => request.call(),
+    };
+    match response {
+        Ok(r) => (r.status(), r.into_json().unwrap_or_default()),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or_default()),
+        Err(e) => panic!("{url}: {e}"),
+    }
+}
+
+/// POSTs `body` as `token`; the status and the JSON answer.
+pub fn post(url: &str, token: Option<&str>, body: &str) -> (u16, serde_json::Value) {
+    call(ureq::post(url), token, Some(body))
+}
+
 /// `POST /v1/sql` with JSON in and rows out.
 pub fn sql(base_url: &str, query: &str) -> Result<Vec<serde_json::Value>, String> {
     match ureq::post(&format!("{base_url}/v1/sql")).send_json(serde_json::json!({ "sql": query })) {

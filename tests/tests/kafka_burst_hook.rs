@@ -8,7 +8,9 @@ use std::net::TcpListener;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use gpuledger_tests::{WorkDir, create_topics, require_broker, start_processor, unique_prefix};
+use gpuledger_tests::{
+    WorkDir, create_topics, post, require_broker, start_processor, unique_prefix,
+};
 
 const ADMIN: &str = "admin-secret-burst";
 const SCHEDULER: &str = "scheduler-secret-burst";
@@ -92,26 +94,23 @@ async fn kafka_burst_hook_posts_the_decision_and_retries() {
         "processor.log",
     );
     let api = processor.wait_for_line("control API listening on ", Duration::from_secs(60));
-    let post = |path: &str, token: &str, body: &str| {
-        ureq::post(&format!("{api}{path}"))
-            .set("Authorization", &format!("Bearer {token}"))
-            .send_string(body)
-            .unwrap_or_else(|e| panic!("{path}: {e}"))
-            .into_json::<serde_json::Value>()
-            .unwrap()
-    };
-    post("/v1/events", ADMIN, SETUP);
+    let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), SETUP);
+    assert_eq!(status, 200, "{body}");
     // The one GPU is team-a's quota: a second GPU is burst with no spare
     // left, so on-demand capacity is asked for.
     for (id, kind) in [("r1", "quota"), ("r2", "burst")] {
-        let decision = post(
-            "/v1/admission",
-            SCHEDULER,
+        let (status, decision) = post(
+            &format!("{api}/v1/admission"),
+            Some(SCHEDULER),
             &format!(
                 r#"{{"pool":"h200","request_id":"{id}","job_id":"job-{id}","tenant":"team-a","slices":1,"max_slices":1}}"#
             ),
         );
-        assert_eq!(decision["kind"], kind, "{decision}");
+        assert_eq!(
+            (status, &decision["kind"]),
+            (200, &serde_json::json!(kind)),
+            "{decision}"
+        );
     }
     let first = calls
         .recv_timeout(Duration::from_secs(30))

@@ -5,38 +5,13 @@
 use std::time::Duration;
 
 use gpuledger_tests::{
-    Record, WorkDir, create_topics, read_committed, require_broker, start_processor, unique_prefix,
+    Record, WorkDir, call, create_topics, post, read_committed, require_broker, start_processor,
+    unique_prefix,
 };
 
 const ADMIN: &str = "admin-secret-1";
 const SCHEDULER: &str = "scheduler-secret-1";
 const LEAD: &str = "lead-secret-team-a";
-
-/// Sends `request` (with `body`, if any) as `token` and returns the status
-/// and the JSON answer, whatever the status.
-fn call(
-    mut request: ureq::Request,
-    token: Option<&str>,
-    body: Option<&str>,
-) -> (u16, serde_json::Value) {
-    if let Some(token) = token {
-        request = request.set("Authorization", &format!("Bearer {token}"));
-    }
-    let url = request.url().to_owned();
-    let response = match body {
-        Some(body) => request.send_string(body),
-        None => request.call(),
-    };
-    match response {
-        Ok(r) => (r.status(), r.into_json().unwrap_or_default()),
-        Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or_default()),
-        Err(e) => panic!("{url}: {e}"),
-    }
-}
-
-fn post(url: &str, token: Option<&str>, body: &str) -> (u16, serde_json::Value) {
-    call(ureq::post(url), token, Some(body))
-}
 
 const SETUP: &str = r#"{"type":"NodeInventory","event_id":"inv-1","event_time":"2026-11-01T00:00:00Z","source":"t","cluster":"c","pool":"h200","node":"n1","devices":[{"device_uuid":"GPU-1","model":"NVIDIA H200","slices":7,"max_slices":7,"memory_bytes":1},{"device_uuid":"GPU-2","model":"NVIDIA H200","slices":7,"max_slices":7,"memory_bytes":1}]}
 {"type":"TenantPolicy","event_id":"pol-a","event_time":"2026-11-01T00:00:00Z","source":"t","cluster":"c","pool":"h200","tenant":"team-a","nominal_ge":"1","burst_ge":"0","enforcement":"deny"}

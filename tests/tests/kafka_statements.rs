@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use gpuledger_tests::{
-    Service, WorkDir, create_topics, eventually, require_broker, start_processor, unique_prefix,
+    Service, WorkDir, create_topics, eventually, post, require_broker, start_processor,
+    unique_prefix,
 };
 
 const ADMIN: &str = "admin-secret-statements";
@@ -56,11 +57,8 @@ async fn kafka_worked_example_statement_through_the_whole_pipeline() {
         &std::fs::read_to_string(examples().join("mig-quota-basics.statement.json")).unwrap(),
     )
     .unwrap();
-    let response = ureq::post(&format!("{api}/v1/events"))
-        .set("Authorization", &format!("Bearer {ADMIN}"))
-        .send_string(&ledger)
-        .unwrap_or_else(|e| panic!("posting the example: {e}"));
-    assert_eq!(response.status(), 200);
+    let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), &ledger);
+    assert_eq!(status, 200, "{body}");
 
     let url = format!("{base_url}/v1/statements?period=2026-11");
     let statement = eventually(

@@ -77,6 +77,13 @@ impl Segment {
         Rational::new(self.slices, self.max_slices).unwrap_or_default()
     }
 
+    /// The part of the segment inside [from, to), an open segment running
+    /// up to `to`; `None` when nothing of it is inside.
+    pub fn within(&self, from: Timestamp, to: Timestamp) -> Option<(Timestamp, Timestamp)> {
+        let (a, b) = (self.start.max(from), self.end.unwrap_or(to).min(to));
+        (a < b).then_some((a, b))
+    }
+
     /// What identifies the segment: an open row and the closed row of the
     /// same segment share it.
     fn key(&self) -> SegmentKey {
@@ -340,7 +347,9 @@ impl Facts {
             .values()
             .filter(|s| jobs.contains(s.job_id.as_str()));
         for s in wanted {
-            total = total + self.segment_compute(s, s.start, s.end.unwrap_or(to).min(to))?;
+            if let Some((a, b)) = s.within(s.start, to) {
+                total = total + self.segment_compute(s, a, b)?;
+            }
         }
         Ok(total)
     }

@@ -73,10 +73,9 @@ fn segments(
         }
     }
     for s in pool.segments.values() {
-        let (a, b) = (s.start.max(from), s.end.unwrap_or(to).min(to));
-        if b <= a {
+        let Some((a, b)) = s.within(from, to) else {
             continue;
-        }
+        };
         let amount = facts.segment_compute(s, a, b)?;
         let f = out.tenants.entry(s.tenant.clone()).or_default();
         let line = match s.kind {
@@ -265,10 +264,9 @@ fn sweep(
     };
     let mut changes: BTreeMap<Timestamp, Vec<Change>> = BTreeMap::new();
     for s in pool.segments.values() {
-        let (a, b) = (s.start.max(from), s.end.unwrap_or(to).min(to));
-        if b <= a {
+        let Some((a, b)) = s.within(from, to) else {
             continue;
-        }
+        };
         let reserved = s.kind == UseKind::Reserved;
         changes.entry(a).or_default().push(Change::Held {
             tenant: s.tenant.clone(),
