@@ -35,6 +35,9 @@ pub enum Error {
     /// The broker did not acknowledge a record.
     #[error("delivery to {topic} failed: {source}")]
     Delivery { topic: String, source: KafkaError },
+    /// A topic the broker does not know (or that has no partitions).
+    #[error("topic {0} has no partitions (does it exist?)")]
+    NoTopic(String),
     /// Records were still queued when the flush deadline passed.
     #[error("{0} records were still undelivered when the flush timed out")]
     FlushTimeout(i32),
@@ -266,18 +269,7 @@ impl EventProducer {
     /// The partition ids of the topic events of `topic` travel on.
     pub fn partitions(&self, topic: gpuledger_schemas::Topic) -> Result<Vec<i32>> {
         use rdkafka::producer::Producer;
-        let name = topic.name(&self.prefix);
-        let metadata = self
-            .producer
-            .client()
-            .fetch_metadata(Some(&name), Duration::from_secs(30))
-            .map_err(Error::Client)?;
-        Ok(metadata
-            .topics()
-            .iter()
-            .filter(|t| t.name() == name)
-            .flat_map(|t| t.partitions().iter().map(|p| p.id()))
-            .collect())
+        partitions_of(self.producer.client(), &topic.name(&self.prefix))
     }
 
     /// Waits for every queued event to be acknowledged.
@@ -377,4 +369,25 @@ impl DeadLetters {
                 source: e,
             })
     }
+}
+
+/// The partition ids of `topic`; an error when it has none (or does not
+/// exist).
+pub fn partitions_of<C: rdkafka::ClientContext>(
+    client: &rdkafka::client::Client<C>,
+    topic: &str,
+) -> Result<Vec<i32>> {
+    let metadata = client
+        .fetch_metadata(Some(topic), Duration::from_secs(30))
+        .map_err(Error::Client)?;
+    let partitions: Vec<i32> = metadata
+        .topics()
+        .iter()
+        .filter(|t| t.name() == topic)
+        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+        .collect();
+    if partitions.is_empty() {
+        return Err(Error::NoTopic(topic.to_owned()));
+    }
+    Ok(partitions)
 }

@@ -44,13 +44,14 @@ impl BurstHook {
     }
 
     /// Hands a committed decision over; only `BurstTriggered` is sent.
-    pub fn notify(&self, decision: &Event) {
+    pub fn notify(&self, decision: Event) {
         if !matches!(decision.body, EventBody::BurstTriggered(_)) {
             return;
         }
-        if self.tx.try_send(decision.clone()).is_err() {
+        let id = decision.envelope.event_id.clone();
+        if self.tx.try_send(decision).is_err() {
             metrics::BURST_HOOK_FAILED.inc();
-            tracing::error!(decision = %decision.envelope.event_id, "burst hook queue full; call dropped");
+            tracing::error!(decision = %id, "burst hook queue full; call dropped");
         }
     }
 }

@@ -372,11 +372,15 @@ fn commit_all(
             .iter()
             .filter(|o| matches!(o, Output::Decision(_)))
             .count() as u64;
-        let mut committed_decisions = Vec::new();
+        let mut bursts = Vec::new();
         for output in worker.pending.drain(..) {
             let sent = match &output {
                 Output::Decision(event) => {
-                    committed_decisions.push(event.clone());
+                    if config.burst_hook.is_some()
+                        && matches!(event.body, gpuledger_schemas::EventBody::BurstTriggered(_))
+                    {
+                        bursts.push(event.clone());
+                    }
                     let wire = WireRecord::new(codec, event, &kafka.topic_prefix)?;
                     producer
                         .send_result(wire.record())
@@ -396,8 +400,8 @@ fn commit_all(
         producer.commit_transaction(TXN_TIMEOUT)?;
         metrics::DECISION_TRANSACTIONS.inc();
         if let Some(hook) = &config.burst_hook {
-            for decision in &committed_decisions {
-                hook.notify(decision);
+            for decision in bursts {
+                hook.notify(*decision);
             }
         }
         metrics::DECISIONS_EMITTED.add(decisions);
@@ -496,19 +500,10 @@ fn transactional_producer(config: &LedgerWorkerConfig, partition: i32) -> Result
 
 /// The partition ids of `topic`; an error when it has none (or does not exist).
 pub(crate) fn partitions_of<C: Consumer>(consumer: &C, topic: &str) -> Result<Vec<i32>> {
-    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(30))?;
-    let partitions: Vec<i32> = metadata
-        .topics()
-        .iter()
-        .filter(|t| t.name() == topic)
-        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
-        .collect();
-    if partitions.is_empty() {
-        return Err(Error::Ledger(format!(
-            "topic {topic} has no partitions (does it exist?)"
-        )));
-    }
-    Ok(partitions)
+    Ok(gpuledger_common::kafka::partitions_of(
+        consumer.client(),
+        topic,
+    )?)
 }
 
 fn committed_offsets(
