@@ -3,10 +3,8 @@
 
 use gpuledger_schemas::events::{AdmissionOutcome, AdmissionRequest, HoldKind};
 
-use gpuledger_schemas::billing::Facts;
-
 use super::decide::Decisions;
-use super::{Ge, Hold, Ledger, budgets};
+use super::{Ge, Hold, Ledger, Records, budgets};
 
 /// The content of a request that a retry must repeat exactly.
 fn content(r: &AdmissionRequest) -> String {
@@ -19,14 +17,15 @@ fn content(r: &AdmissionRequest) -> String {
 pub(crate) fn request(
     ledger: &mut Ledger,
     r: &AdmissionRequest,
-    billing: &Facts,
+    records: &mut Records,
     out: &mut Decisions<'_>,
 ) -> Result<(), String> {
     let now = ledger.current();
     let hold_ttl = ledger.config.hold_ttl_micros;
     let seq = ledger.next_admission_seq + 1;
     let pool = ledger.pool_mut(&r.pool)?;
-    if let Some((seen, decision)) = pool.decided.get(&r.request_id) {
+    let decided_key = (r.pool.clone(), r.request_id.clone());
+    if let Some((seen, decision)) = records.decided.get(&decided_key) {
         if *seen == content(r) {
             out.repeat(decision.clone());
             return Ok(());
@@ -43,12 +42,17 @@ pub(crate) fn request(
             r.job_id, r.attempt
         ));
     }
-    if let Some(attempt) = pool.attempts.get(&key)
-        && attempt.tenant != r.tenant
+    let known_tenant = pool.attempts.get(&key).map(|a| &a.tenant).or_else(|| {
+        records
+            .ended
+            .get(&(r.pool.clone(), r.job_id.clone(), r.attempt))
+    });
+    if let Some(tenant) = known_tenant
+        && *tenant != r.tenant
     {
         return Err(format!(
-            "tenant {:?} differs from job {:?} attempt {}'s tenant {:?}",
-            r.tenant, r.job_id, r.attempt, attempt.tenant
+            "tenant {:?} differs from job {:?} attempt {}'s tenant {tenant:?}",
+            r.tenant, r.job_id, r.attempt
         ));
     }
 
@@ -62,7 +66,7 @@ pub(crate) fn request(
     let budget_spent = pool
         .policies
         .get(&r.tenant)
-        .and_then(|p| budgets::exhausted(billing, p, now));
+        .and_then(|p| budgets::exhausted(&records.billing, p, now));
     let (kind, entitled, used, reason) = if let Some(reason) = &budget_spent {
         (
             None,
@@ -92,8 +96,7 @@ pub(crate) fn request(
 
     let Some(kind) = kind else {
         let decision = out.admission(r, AdmissionOutcome::Deny, None, reason, &entitled, &used);
-        pool.decided
-            .insert(r.request_id.clone(), (content(r), decision));
+        records.decided.insert(decided_key, (content(r), decision));
         return Ok(());
     };
 
@@ -138,8 +141,7 @@ pub(crate) fn request(
             kind,
         );
     }
-    pool.decided
-        .insert(r.request_id.clone(), (content(r), decision));
+    records.decided.insert(decided_key, (content(r), decision));
     pool.holds.insert(
         key,
         Hold {

@@ -9,23 +9,27 @@ use gpuledger_schemas::events::{Enforcement, JobEvent, JobState};
 use gpuledger_schemas::billing::UseKind;
 
 use super::decide::Decisions;
-use super::{Attempt, AttemptPhase, Ge, Ledger, segments};
+use super::{Attempt, AttemptPhase, Ge, Ledger, Records, segments};
 
 pub(crate) fn apply(
     ledger: &mut Ledger,
     e: &JobEvent,
     at: Timestamp,
+    records: &mut Records,
     out: &mut Decisions<'_>,
 ) -> Result<(), String> {
     let pool = ledger.pool_mut(&e.pool)?;
     let key = (e.job_id.clone(), e.attempt);
     let label = format!("job {:?} attempt {}", e.job_id, e.attempt);
-    if let Some(attempt) = pool.attempts.get(&key)
-        && attempt.tenant != e.tenant
+    let ended_key = (e.pool.clone(), e.job_id.clone(), e.attempt);
+    let ended_tenant = records.ended.get(&ended_key);
+    let known_tenant = pool.attempts.get(&key).map(|a| &a.tenant).or(ended_tenant);
+    if let Some(tenant) = known_tenant
+        && *tenant != e.tenant
     {
         return Err(format!(
-            "tenant {:?} differs from {label}'s tenant {:?}",
-            e.tenant, attempt.tenant
+            "tenant {:?} differs from {label}'s tenant {tenant:?}",
+            e.tenant
         ));
     }
     if let Some(hold) = pool.holds.get(&key)
@@ -37,7 +41,7 @@ pub(crate) fn apply(
         ));
     }
     let phase = pool.attempts.get(&key).map(|a| a.phase);
-    if phase == Some(AttemptPhase::Ended) {
+    if ended_tenant.is_some() || phase == Some(AttemptPhase::Ended) {
         return Err(format!(
             "{label} already ended; {} comes after its terminal event",
             e.state
@@ -124,7 +128,7 @@ pub(crate) fn apply(
         JobState::Cancelled if phase != Some(AttemptPhase::Running) => {
             // Cancelled before it started: just release the hold.
             pool.holds.remove(&key);
-            end(pool, key, e, at);
+            end(pool, key, e, records);
         }
         JobState::Completed | JobState::Failed | JobState::Cancelled | JobState::Preempted => {
             if phase != Some(AttemptPhase::Running) {
@@ -143,16 +147,19 @@ pub(crate) fn apply(
             }
             pool.holds.remove(&key);
             segments::close(&e.pool, pool, &key, &segments::Ending { at, event: e }, out);
-            end(pool, key, e, at);
+            end(pool, key, e, records);
         }
     }
     Ok(())
 }
 
-fn end(pool: &mut super::Pool, key: (String, i32), e: &JobEvent, _at: Timestamp) {
-    let attempt = pool
+/// The attempt is over: it leaves the live state for the records, where
+/// its tenant is kept to reject what comes after its end. Nothing may fail
+/// after this.
+fn end(pool: &mut super::Pool, key: (String, i32), e: &JobEvent, records: &mut Records) {
+    let tenant = pool
         .attempts
-        .entry(key)
-        .or_insert_with(|| Attempt::new(&e.tenant));
-    attempt.phase = AttemptPhase::Ended;
+        .remove(&key)
+        .map_or_else(|| e.tenant.clone(), |a| a.tenant);
+    records.ended.insert((e.pool.clone(), key.0, key.1), tenant);
 }

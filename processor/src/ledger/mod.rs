@@ -180,10 +180,27 @@ pub(crate) struct Pool {
     /// Live holds by (job_id, attempt).
     #[serde(with = "pairs")]
     pub(crate) holds: BTreeMap<(String, i32), Hold>,
+    /// Attempts not yet ended, by (job_id, attempt).
     #[serde(with = "pairs")]
     pub(crate) attempts: BTreeMap<(String, i32), Attempt>,
-    /// Decided admission requests: the request's content and its decision.
-    pub(crate) decided: BTreeMap<String, (String, Event)>,
+}
+
+/// The parts of the state that grow with the ledger, or change only once
+/// an event is known to apply. They stay out of the copy an event is tried
+/// on, so trying an event costs the size of the live state, not of the
+/// whole history; each is changed only at the end of a successful apply.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Records {
+    /// Billing facts, for budgets: every price book, and the month's
+    /// segments, windows, usage, inventory and health.
+    pub(crate) billing: Facts,
+    /// Decided admission requests by (pool, request_id): the request's
+    /// content and its decision.
+    #[serde(with = "pairs")]
+    pub(crate) decided: BTreeMap<(String, String), (String, Event)>,
+    /// Ended attempts by (pool, job_id, attempt): their tenant.
+    #[serde(with = "pairs")]
+    pub(crate) ended: BTreeMap<(String, String, i32), String>,
 }
 
 /// The state of one ledger partition.
@@ -195,11 +212,8 @@ pub struct Ledger {
     next_admission_seq: u64,
     /// Every `event_id` applied (kept out of the copy an event is tried on).
     applied: BTreeSet<String>,
-    /// Billing facts, for budgets: every price book, and the month's
-    /// segments, windows, usage, inventory and health (kept out of the copy
-    /// too; changed only once an event is known to apply).
     #[serde(default)]
-    billing: Facts,
+    pub(crate) records: Records,
     /// Budget alerts given: (pool, tenant, month, budget kind, threshold).
     #[serde(default)]
     alerted: BTreeSet<(String, String, String, String, i32)>,
@@ -214,7 +228,7 @@ impl Ledger {
             pools: BTreeMap::new(),
             next_admission_seq: 0,
             applied: BTreeSet::new(),
-            billing: Facts::new(),
+            records: Records::default(),
             alerted: BTreeSet::new(),
         }
     }
@@ -258,15 +272,15 @@ impl Ledger {
         // Work on a copy so that a rejection changes nothing, not even time.
         // The large, append-only parts stay out of the copy.
         let applied = std::mem::take(&mut self.applied);
-        let mut billing = std::mem::take(&mut self.billing);
+        let mut records = std::mem::take(&mut self.records);
         let mut next = self.clone();
         self.applied = applied;
         let cause = Cause::new(position, event);
-        match next.apply_inner(&cause, event, &mut billing) {
+        match next.apply_inner(&cause, event, &mut records) {
             Ok((decisions, warnings, segments)) => {
                 next.applied = std::mem::take(&mut self.applied);
                 next.applied.insert(event.envelope.event_id.clone());
-                next.billing = billing;
+                next.records = records;
                 *self = next;
                 Outcome::Applied {
                     decisions,
@@ -275,7 +289,7 @@ impl Ledger {
                 }
             }
             Err(reason) => {
-                self.billing = billing;
+                self.records = records;
                 Outcome::Rejected { reason }
             }
         }
@@ -285,7 +299,7 @@ impl Ledger {
         &mut self,
         cause: &Cause,
         event: &Event,
-        billing: &mut Facts,
+        records: &mut Records,
     ) -> Result<AppliedParts, String> {
         let at = event.envelope.event_time;
         let before = self.now;
@@ -324,7 +338,11 @@ impl Ledger {
             }
             EventBody::PriceBook(e) => {
                 // Kept with the billing facts, once the event applies.
-                billing.books().check(e).map_err(|e| e.to_string())?;
+                records
+                    .billing
+                    .books()
+                    .check(e)
+                    .map_err(|e| e.to_string())?;
             }
             EventBody::UsageRecord(e) => {
                 self.pool_mut(&e.pool)?;
@@ -336,10 +354,10 @@ impl Ledger {
             EventBody::Clock(e) => {
                 self.pool_mut(&e.pool)?;
             }
-            EventBody::AdmissionRequest(e) => admission::request(self, e, billing, &mut out)?,
+            EventBody::AdmissionRequest(e) => admission::request(self, e, records, &mut out)?,
             EventBody::ReservationRequest(e) => reservations::request(self, e, &mut out)?,
             EventBody::ReservationCancel(e) => reservations::cancel(self, e, &mut out)?,
-            EventBody::JobEvent(e) => jobs::apply(self, e, at, &mut out)?,
+            EventBody::JobEvent(e) => jobs::apply(self, e, at, records, &mut out)?,
             other => {
                 return Err(format!(
                     "{} is not a ledger event",
@@ -348,7 +366,7 @@ impl Ledger {
             }
         }
         // The event applies: only now may the billing facts change.
-        self.bill(billing, event, before, now, &mut out);
+        self.bill(&mut records.billing, event, before, now, &mut out);
         let (decisions, segments) = out.finish();
         Ok((decisions, warnings, segments))
     }
@@ -452,25 +470,27 @@ impl Pool {
     }
 }
 
-/// Maps keyed by (job_id, attempt) as lists of pairs: JSON object keys must
-/// be strings.
+/// Maps with tuple keys as lists of pairs: JSON object keys must be
+/// strings.
 mod pairs {
     use std::collections::BTreeMap;
 
+    use serde::de::DeserializeOwned;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    pub(super) fn serialize<V: Serialize, S: Serializer>(
-        map: &BTreeMap<(String, i32), V>,
+    pub(super) fn serialize<K: Serialize, V: Serialize, S: Serializer>(
+        map: &BTreeMap<K, V>,
         s: S,
     ) -> Result<S::Ok, S::Error> {
         s.collect_seq(map.iter())
     }
 
-    pub(super) fn deserialize<'de, V: Deserialize<'de>, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<BTreeMap<(String, i32), V>, D::Error> {
-        Ok(Vec::<((String, i32), V)>::deserialize(d)?
-            .into_iter()
-            .collect())
+    pub(super) fn deserialize<'de, K, V, D>(d: D) -> Result<BTreeMap<K, V>, D::Error>
+    where
+        K: DeserializeOwned + Ord,
+        V: DeserializeOwned,
+        D: Deserializer<'de>,
+    {
+        Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())
     }
 }

@@ -154,7 +154,7 @@ impl Ledger {
                         })
                         .collect(),
                     month_to_date: gpuledger_schemas::billing::month_to_date(
-                        &self.billing,
+                        &self.records.billing,
                         name,
                         tenant,
                         now,
