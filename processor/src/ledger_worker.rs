@@ -26,7 +26,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use crate::burst_hook::BurstHook;
 use crate::history::ledger::LedgerHistory;
 use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
-use crate::snapshot::{self, Snapshot};
+use crate::snapshot::{self, HistoryMark, Snapshot};
 use crate::{Error, Result, metrics};
 
 /// Settings of the ledger worker.
@@ -124,17 +124,15 @@ pub async fn run(
             Some(dir) => snapshot::load(dir, &topic, partition)?,
             None => None,
         };
-        // Rows above the history's frontier are written again from the
-        // events, so the state must not start beyond it.
-        let history_next = history
-            .as_ref()
-            .map(|h| h.frontier(partition).map_or(0, |f| f + 1));
+        // History rows are written again only from the events replayed, so
+        // the state must not start past rows the history lacks.
+        let frontier = history.as_ref().map(|h| h.frontier(partition));
         let start = match snapshot {
-            Some(s) if history_next.is_some_and(|next| s.next_offset > next) => {
+            Some(s) if frontier.is_some_and(|f| !s.fits_history(f)) => {
                 tracing::warn!(
                     partition,
                     next_offset = s.next_offset,
-                    ?history_next,
+                    ?frontier,
                     "snapshot is ahead of the ledger history; replaying from 0"
                 );
                 Offset::Beginning
@@ -173,10 +171,17 @@ pub async fn run(
             },
         );
     }
+    // Each partition starts from its snapshot's state, or empty when it
+    // replays from offset 0.
     if let Ok(mut map) = ledgers.write() {
         *map = workers
             .keys()
-            .map(|&p| (p, Ledger::new(config.ledger)))
+            .map(|&p| {
+                let ledger = restored
+                    .remove(&p)
+                    .unwrap_or_else(|| Ledger::new(config.ledger));
+                (p, ledger)
+            })
             .collect();
     }
     consumer.assign(&assignment)?;
@@ -416,6 +421,10 @@ fn commit_all(
                 partition,
                 next_offset,
                 ledger,
+                // Flushed above: every row caused below `next_offset` is durable.
+                history: history.as_ref().map(|h| HistoryMark {
+                    frontier: h.frontier(partition),
+                }),
             };
             snapshot::save(dir, &snapshot)?;
             worker.since_snapshot = 0;

@@ -128,6 +128,7 @@ pub fn run(config: &ReplayConfig) -> Result<ReplaySummary> {
                 partition,
                 next_offset,
                 ledger,
+                history: None,
             },
         )?;
     }

@@ -19,6 +19,32 @@ pub struct Snapshot {
     /// The state is that after applying every record below this offset.
     pub next_offset: i64,
     pub ledger: Ledger,
+    /// Set when every history row caused below `next_offset` was durable as
+    /// the snapshot was written (the ledger worker flushes first); `None`
+    /// when the writer kept no history (`replay`).
+    #[serde(default)]
+    pub history: Option<HistoryMark>,
+}
+
+/// The ledger history as a snapshot saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryMark {
+    /// The highest offset `ledger_events` held then (`None`: no row yet).
+    pub frontier: Option<i64>,
+}
+
+impl Snapshot {
+    /// Whether the state may start from this snapshot given the history's
+    /// frontier now: every row the snapshot skips must still be on disk.
+    pub fn fits_history(&self, frontier_now: Option<i64>) -> bool {
+        match self.history {
+            // Rows below the snapshot were durable then; the history must
+            // not have lost files since.
+            Some(mark) => frontier_now >= mark.frontier,
+            // No promise: the history must reach the snapshot's offset.
+            None => frontier_now.map_or(0, |f| f + 1) >= self.next_offset,
+        }
+    }
 }
 
 /// The snapshot file of one partition.
@@ -66,10 +92,33 @@ mod tests {
             partition: 0,
             next_offset: 42,
             ledger: Ledger::new(LedgerConfig::default()),
+            history: Some(HistoryMark { frontier: Some(40) }),
         };
         save(dir.path(), &snapshot).unwrap();
         let back = load(dir.path(), "t", 0).unwrap().unwrap();
         assert_eq!((back.next_offset, back.ledger), (42, snapshot.ledger));
         assert!(load(dir.path(), "t", 1).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_snapshot_fits_the_history_it_was_written_with() {
+        let at = |history| Snapshot {
+            topic: "t".into(),
+            partition: 0,
+            next_offset: 100,
+            ledger: Ledger::new(LedgerConfig::default()),
+            history,
+        };
+        // Written by the worker after a flush: rows up to 40 were all there
+        // were (offsets 41..99 caused none).
+        let flushed = at(Some(HistoryMark { frontier: Some(40) }));
+        assert!(flushed.fits_history(Some(40)));
+        assert!(flushed.fits_history(Some(120)));
+        assert!(!flushed.fits_history(Some(39)), "the history lost files");
+        assert!(!flushed.fits_history(None));
+        // Written by `replay`, which keeps no history.
+        let replayed = at(None);
+        assert!(replayed.fits_history(Some(99)));
+        assert!(!replayed.fits_history(Some(98)));
     }
 }

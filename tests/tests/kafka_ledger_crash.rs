@@ -1,0 +1,278 @@
+//! Exactly once under SIGKILL, for decisions and for the ledger's history.
+//!
+//! 10,000 admission requests (with their jobs' starts and ends, 30,000
+//! ledger events over four pools and two partitions) stream into the real
+//! broker while the processor is killed with SIGKILL ten times and
+//! restarted. Afterwards every request has exactly one decision in
+//! `gpuledger.decisions` read with `read_committed`, the decisions equal
+//! those of an uninterrupted fold (`replay` from offset 0), and every
+//! history table holds each row once: `ledger_events` every event,
+//! `decisions` every decision, `allocations` one closed segment per
+//! attempt.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use gpuledger_common::kafka::{EventProducer, KafkaArgs};
+use gpuledger_schemas::{Codec, Event, EventBody, Timestamp};
+use gpuledger_tests::{
+    Service, WorkDir, create_topics, eventually, read_committed, require_broker, run_to_end, sql,
+    start_processor, unique_prefix,
+};
+
+const REQUESTS: usize = 10_000;
+/// A job ends when the request this many later is made, so several run at
+/// once: some requests are quota, some burst, some denied.
+const OVERLAP: usize = 8;
+const POOLS: [&str; 4] = ["a", "b", "c", "d"];
+
+fn line(kind: &str, id: &str, at: Timestamp, fields: &str) -> Event {
+    let text = format!(
+        r#"{{"type":"{kind}","event_id":"{id}","event_time":"{at}","source":"t","cluster":"c",{fields}}}"#
+    );
+    Event::from_json_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+/// The ledger: four pools of 8 GPUs, four tenants with quota in each, then
+/// per request its admission, its start and (OVERLAP requests later) its end.
+fn ledger() -> Vec<Event> {
+    let t0 = Timestamp::from_secs(1_793_491_200); // 2026-11-01T00:00:00Z
+    let mut events = Vec::new();
+    for pool in POOLS {
+        let devices: Vec<String> = (0..8)
+            .map(|i| format!(r#"{{"device_uuid":"GPU-{pool}-{i}","model":"NVIDIA H200","slices":7,"max_slices":7,"memory_bytes":1}}"#))
+            .collect();
+        events.push(line(
+            "NodeInventory",
+            &format!("inv-{pool}"),
+            t0,
+            &format!(
+                r#""pool":"{pool}","node":"{pool}-n1","devices":[{}]"#,
+                devices.join(",")
+            ),
+        ));
+        for t in 0..4 {
+            events.push(line(
+                "TenantPolicy",
+                &format!("pol-{pool}-{t}"),
+                t0,
+                &format!(r#""pool":"{pool}","tenant":"t{t}","nominal_ge":"1","burst_ge":"1","enforcement":"alert""#),
+            ));
+        }
+    }
+    let job = |i: usize| {
+        let pool = POOLS[i % 4];
+        (pool, format!("t{}", i / 4 % 4), format!("job-{i}"))
+    };
+    let end = |events: &mut Vec<Event>, i: usize, at: Timestamp| {
+        let (pool, tenant, job) = job(i);
+        events.push(line(
+            "JobEvent",
+            &format!("{job}-end"),
+            at,
+            &format!(r#""pool":"{pool}","job_id":"{job}","attempt":1,"tenant":"{tenant}","state":"completed""#),
+        ));
+    };
+    for i in 0..REQUESTS {
+        let at = t0.plus_micros((i as i64 + 1) * 10_000_000);
+        let (pool, tenant, job_id) = job(i);
+        let slices = i % 7 + 1;
+        events.push(line(
+            "AdmissionRequest",
+            &format!("req-{i}"),
+            at,
+            &format!(r#""pool":"{pool}","request_id":"r-{i}","job_id":"{job_id}","attempt":1,"tenant":"{tenant}","slices":{slices},"max_slices":7"#),
+        ));
+        // Denied requests start anyway: unadmitted use, priced on demand.
+        events.push(line(
+            "JobEvent",
+            &format!("{job_id}-start"),
+            at,
+            &format!(r#""pool":"{pool}","job_id":"{job_id}","attempt":1,"tenant":"{tenant}","state":"started","requested_slices":{slices},"requested_max_slices":7"#),
+        ));
+        if i >= OVERLAP {
+            end(&mut events, i - OVERLAP, at);
+        }
+    }
+    let last = t0.plus_micros((REQUESTS as i64 + 1) * 10_000_000);
+    for i in REQUESTS - OVERLAP..REQUESTS {
+        end(&mut events, i, last);
+    }
+    events
+}
+
+fn count(base_url: &str, query: &str) -> Option<(i64, i64)> {
+    let rows = sql(base_url, query).ok()?;
+    let row = rows.first()?;
+    Some((row["n"].as_i64()?, row["distinct_n"].as_i64()?))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_ten_kills_during_10000_admissions_lose_and_repeat_nothing() {
+    let bootstrap = require_broker();
+    let prefix = unique_prefix("ledgercrash");
+    create_topics(&bootstrap, &prefix, 2).await;
+    let work = WorkDir::new("ledger-crash");
+    let events = ledger();
+    let total = events.len();
+
+    // The stream: a thousand events every 300 ms, while the processor dies.
+    let args = KafkaArgs::local(&bootstrap, &prefix);
+    let stream = tokio::spawn(async move {
+        let mut producer = EventProducer::new(&args, "crash-test").unwrap();
+        for chunk in events.chunks(1_000) {
+            for event in chunk {
+                producer.send(event).await.unwrap();
+            }
+            producer.flush(Duration::from_secs(30)).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    });
+    let spawn = |n: usize| {
+        start_processor(
+            &bootstrap,
+            &prefix,
+            work.path(),
+            &[
+                "--clock-interval-s",
+                "0",
+                "--snapshot-every",
+                "300",
+                "--flush-interval-ms",
+                "200",
+            ],
+            &format!("processor-{n}.log"),
+        )
+    };
+    let mut processor = spawn(0);
+    for n in 1..=10 {
+        std::thread::sleep(Duration::from_millis(1_200 + 113 * n as u64));
+        processor.kill();
+        processor = spawn(n);
+    }
+    stream.await.unwrap();
+
+    // What an uninterrupted fold decides: a replay from offset 0.
+    let replayed = work.path().join("replayed.ndjson");
+    run_to_end(
+        "gpuledger-processor",
+        &[
+            "replay",
+            "--kafka-bootstrap",
+            &bootstrap,
+            "--topic-prefix",
+            &prefix,
+            "--state-dir",
+            work.path().join("replay-state").to_str().unwrap(),
+            "--decisions-out",
+            replayed.to_str().unwrap(),
+        ],
+    );
+    let expected: BTreeSet<String> = std::fs::read_to_string(&replayed)
+        .unwrap()
+        .lines()
+        .map(|l| Event::from_json_str(l).unwrap().to_json_string())
+        .collect();
+    let admissions = expected
+        .iter()
+        .filter(|d| d.contains(r#""type":"AdmissionDecision""#))
+        .count();
+    assert_eq!(admissions, REQUESTS, "one admission decision per request");
+
+    // The live run's committed decisions: the same, each once.
+    let topic = format!("{prefix}gpuledger.decisions");
+    let codec = Codec::builtin();
+    let records = eventually("every decision committed", Duration::from_secs(180), || {
+        let records = read_committed(&bootstrap, &topic, expected.len(), Duration::from_secs(20));
+        (records.len() >= expected.len()).then_some(records)
+    });
+    let extra = read_committed(
+        &bootstrap,
+        &topic,
+        expected.len() + 1,
+        Duration::from_secs(5),
+    );
+    assert_eq!(
+        extra.len(),
+        expected.len(),
+        "a decision was committed twice"
+    );
+    let live: Vec<Event> = records
+        .iter()
+        .map(|(v, _)| codec.decode(v).unwrap())
+        .collect();
+    let requests: BTreeSet<&str> = live
+        .iter()
+        .filter_map(|d| match &d.body {
+            EventBody::AdmissionDecision(a) => Some(a.request_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(requests.len(), REQUESTS, "every request decided once");
+    let live: BTreeSet<String> = live.iter().map(Event::to_json_string).collect();
+    assert_eq!(
+        live, expected,
+        "live decisions differ from an uninterrupted fold"
+    );
+
+    // The history: every row once.
+    let mut query = Service::start(
+        "gpuledger-query",
+        &[
+            "serve",
+            "--history-root",
+            work.path().join("history").to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &work.path().join("query.log"),
+    );
+    let base_url = query.wait_for_line("listening on ", Duration::from_secs(30));
+    let events_seen = eventually(
+        "every ledger event in history",
+        Duration::from_secs(60),
+        || {
+            let c = count(
+                &base_url,
+                "SELECT count(*) AS n, count(DISTINCT event_id) AS distinct_n FROM ledger_events",
+            )?;
+            (c.0 >= total as i64).then_some(c)
+        },
+    );
+    assert_eq!(events_seen, (total as i64, total as i64));
+    let partitions = sql(
+        &base_url,
+        "SELECT count(DISTINCT ledger_partition) AS n FROM ledger_events",
+    )
+    .unwrap();
+    assert_eq!(partitions[0]["n"], 2, "the pools share one partition");
+    let decisions_seen = eventually("every decision in history", Duration::from_secs(60), || {
+        let c = count(
+            &base_url,
+            "SELECT count(*) AS n, count(DISTINCT event_id) AS distinct_n FROM decisions",
+        )?;
+        (c.0 >= expected.len() as i64).then_some(c)
+    });
+    assert_eq!(
+        decisions_seen,
+        (expected.len() as i64, expected.len() as i64)
+    );
+    let closed = count(
+        &base_url,
+        "SELECT count(*) AS n, count(DISTINCT job_id) AS distinct_n FROM allocations WHERE \"end\" IS NOT NULL",
+    )
+    .unwrap();
+    assert_eq!(closed, (REQUESTS as i64, REQUESTS as i64));
+    // The kills fell mid-stream: restarts resumed from snapshots taken
+    // during it, not from the start.
+    let resumed = (1..=10)
+        .filter(|n| {
+            std::fs::read_to_string(work.path().join(format!("processor-{n}.log")))
+                .unwrap_or_default()
+                .contains("ledger state restored from snapshot")
+        })
+        .count();
+    assert!(resumed > 0, "no restart resumed from a snapshot");
+    processor.kill();
+    query.kill();
+}
