@@ -1,19 +1,23 @@
-//! The HTTP face of the query service: `POST /v1/sql` and `/healthz`.
+//! The HTTP face of the query service: `POST /v1/sql`, `GET /v1/statements`,
+//! `/metrics` and `/healthz`.
 
 use std::sync::Arc;
 
+use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use datafusion::arrow::json::ArrayWriter;
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::SessionContext;
+use futures::StreamExt;
 use gpuledger_common::metrics::{Counter, Metric, render};
 use gpuledger_schemas::billing::Period;
 use serde::Deserialize;
 
+use crate::encode::{EncodeError, Encoder, Format, Pending};
 use crate::statements::StatementError;
 
 /// Shared state of the handlers.
@@ -100,11 +104,20 @@ fn read_only() -> SQLOptions {
         .with_allow_statements(false)
 }
 
+/// `POST /v1/sql`: the answer in the format `Accept` asks for, streamed
+/// batch by batch. Planning and the first batch come before the answer
+/// starts, so a bad query is a 4xx; the per-query time limit covers the
+/// whole answer.
 async fn sql(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: String,
 ) -> Result<Response, ApiError> {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = Format::from_accept(accept).map_err(|message| ApiError {
+        status: StatusCode::NOT_ACCEPTABLE,
+        message,
+    })?;
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -119,32 +132,70 @@ async fn sql(
     if query.trim().is_empty() {
         return Err(bad_request("no SQL given"));
     }
-    let frame = state
-        .ctx
-        .sql_with_options(&query, read_only())
+    let limit = state.timeout;
+    let deadline = tokio::time::Instant::now() + limit;
+    let too_slow = || ApiError {
+        status: StatusCode::REQUEST_TIMEOUT,
+        message: format!("the query took longer than {limit:?} (--query-timeout-s)"),
+    };
+    let frame = tokio::time::timeout_at(deadline, state.ctx.sql_with_options(&query, read_only()))
         .await
+        .map_err(|_| too_slow())?
         .map_err(|e| bad_request(e.to_string()))?;
-    let batches = frame
-        .collect()
+    let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+    let mut stream = tokio::time::timeout_at(deadline, frame.execute_stream())
         .await
+        .map_err(|_| too_slow())?
         .map_err(|e| bad_request(e.to_string()))?;
-    let mut writer = ArrayWriter::new(Vec::new());
-    for batch in &batches {
-        writer.write(batch).map_err(|e| ApiError {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            message: e.to_string(),
-        })?;
-    }
-    writer.finish().map_err(|e| ApiError {
+    let first = tokio::time::timeout_at(deadline, stream.next())
+        .await
+        .map_err(|_| too_slow())?
+        .transpose()
+        .map_err(|e| bad_request(e.to_string()))?;
+    let pending = Pending::default();
+    let mut encoder = Encoder::new(format, &schema, pending.clone()).map_err(|e| ApiError {
         status: StatusCode::INTERNAL_SERVER_ERROR,
         message: e.to_string(),
     })?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Vec<u8>>>(4);
+    tokio::spawn(async move {
+        let sent = async {
+            if let Some(batch) = first {
+                encoder.write(&batch)?;
+                if tx.send(Ok(pending.take())).await.is_err() {
+                    return Ok(());
+                }
+            }
+            loop {
+                let next = tokio::time::timeout_at(deadline, stream.next())
+                    .await
+                    .map_err(|_| format!("the query took longer than {limit:?}"))?;
+                let Some(batch) = next else { break };
+                encoder.write(&batch?)?;
+                if tx.send(Ok(pending.take())).await.is_err() {
+                    // The client went away: stop the query.
+                    return Ok(());
+                }
+            }
+            encoder.finish()?;
+            let _ = tx.send(Ok(pending.take())).await;
+            Ok::<(), EncodeError>(())
+        }
+        .await;
+        if let Err(e) = sent {
+            tracing::warn!(error = %e, "query failed while its answer was streaming");
+            let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
+        }
+    });
     QUERIES.inc();
-    let mut body = writer.into_inner();
-    if batches.iter().all(|b| b.num_rows() == 0) {
-        body = b"[]".to_vec();
-    }
-    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+    let chunks = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (chunk, rx))
+    });
+    Ok((
+        [(header::CONTENT_TYPE, format.content_type())],
+        Body::from_stream(chunks),
+    )
+        .into_response())
 }
 
 /// `GET /v1/statements` parameters.

@@ -4,6 +4,7 @@
 //! history only; it never writes to it or to Kafka.
 
 pub mod catalog;
+pub mod encode;
 pub mod http;
 pub mod statements;
 

@@ -8,16 +8,7 @@ use std::process::Command;
 
 use gpuledger_schemas::Codec;
 use gpuledger_schemas::samples::one_of_each;
-
-fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("GPULEDGER_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    home.join(".cache/gpuledger/venv/bin/python")
-}
+use gpuledger_tests::python;
 
 #[test]
 fn fastavro_reads_our_bytes_and_we_read_fastavros() {
