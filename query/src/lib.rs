@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod encode;
 pub mod http;
 pub mod statements;
+pub mod views;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -57,6 +58,8 @@ pub fn session(history_root: &std::path::Path, memory_bytes: usize) -> Result<Se
         .build_arc()?;
     let ctx = SessionContext::new_with_config_rt(config, runtime);
     catalog::register_history(&ctx, history_root)?;
+    ctx.register_table("chargeback", Arc::new(views::StatementView::chargeback()))?;
+    ctx.register_table("statements", Arc::new(views::StatementView::statements()))?;
     Ok(ctx)
 }
 

@@ -37,7 +37,7 @@ const FACT_EVENTS: &str = "SELECT raw FROM ledger_events \
 const RESERVATIONS: &str = "SELECT raw FROM decisions WHERE type = 'ReservationDecision' \
      ORDER BY ledger_partition, ledger_offset";
 const SEGMENTS: &str = "SELECT raw FROM allocations ORDER BY ledger_partition, ledger_offset";
-const NOW: &str = "SELECT max(event_time) AS now FROM ledger_events";
+const SPAN: &str = "SELECT min(event_time) AS first, max(event_time) AS now FROM ledger_events";
 
 async fn raw_rows(ctx: &SessionContext, sql: &str) -> Result<Vec<String>, StatementError> {
     let batches = ctx.sql(sql).await?.collect().await?;
@@ -49,17 +49,47 @@ async fn raw_rows(ctx: &SessionContext, sql: &str) -> Result<Vec<String>, Statem
     Ok(out)
 }
 
-fn first_timestamp(batches: &[RecordBatch]) -> Option<Timestamp> {
+fn timestamp_at(batches: &[RecordBatch], column: usize) -> Option<Timestamp> {
     let batch = batches.iter().find(|b| b.num_rows() > 0)?;
-    let column = batch
-        .column(0)
+    let values = batch
+        .column(column)
         .as_primitive_opt::<TimestampMicrosecondType>()?;
-    (!column.is_null(0)).then(|| Timestamp::from_micros(column.value(0)))
+    (!values.is_null(0)).then(|| Timestamp::from_micros(values.value(0)))
 }
 
-/// Everything the ledger recorded that statements need, and the ledger's
-/// time (the latest event time applied; `None` before any).
-pub async fn load(ctx: &SessionContext) -> Result<(Facts, Option<Timestamp>), StatementError> {
+/// What the history holds for statements.
+#[derive(Debug)]
+pub struct Recorded {
+    pub facts: Facts,
+    /// The earliest event time in the ledger.
+    pub first: Option<Timestamp>,
+    /// The ledger's time: the latest event time applied.
+    pub now: Option<Timestamp>,
+}
+
+impl Recorded {
+    /// Every month from the ledger's first event to its time.
+    pub fn periods(&self) -> Vec<Period> {
+        let (Some(first), Some(now)) = (self.first, self.now) else {
+            return Vec::new();
+        };
+        let last = Period::containing(now);
+        let mut out = vec![Period::containing(first)];
+        while let Some(p) = out.last().copied().filter(|p| *p < last) {
+            out.push(p.next());
+        }
+        out
+    }
+
+    /// The statement of `period`, up to the ledger's time.
+    pub fn statement(&self, period: Period) -> Result<Statement, StatementError> {
+        let now = self.now.unwrap_or(period.start());
+        Ok(billing::statement(&self.facts, period, now)?)
+    }
+}
+
+/// Everything the ledger recorded that statements need.
+pub async fn load(ctx: &SessionContext) -> Result<Recorded, StatementError> {
     let mut facts = Facts::new();
     let event = |table: &'static str, text: &str| {
         Event::from_json_str(text).map_err(|e| StatementError::Row {
@@ -80,15 +110,17 @@ pub async fn load(ctx: &SessionContext) -> Result<(Facts, Option<Timestamp>), St
         })?;
         facts.segment(segment);
     }
-    let now = first_timestamp(&ctx.sql(NOW).await?.collect().await?);
-    Ok((facts, now))
+    let span = ctx.sql(SPAN).await?.collect().await?;
+    Ok(Recorded {
+        facts,
+        first: timestamp_at(&span, 0),
+        now: timestamp_at(&span, 1),
+    })
 }
 
 /// The statement of `period`, up to the ledger's time.
 pub async fn statement(ctx: &SessionContext, period: Period) -> Result<Statement, StatementError> {
-    let (facts, now) = load(ctx).await?;
-    let now = now.unwrap_or(period.start());
-    Ok(billing::statement(&facts, period, now)?)
+    load(ctx).await?.statement(period)
 }
 
 /// A statement as CSV: one row per tenant and line.

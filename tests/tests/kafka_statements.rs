@@ -114,6 +114,43 @@ async fn kafka_worked_example_statement_through_the_whole_pipeline() {
             serde_json::json!({"tenant": "team-vision", "n": 3}),
         ]
     );
+    // The same statement as SQL views, for dashboards and BI tools.
+    let totals = gpuledger_tests::sql(
+        &base_url,
+        "SELECT tenant, amount FROM chargeback WHERE period = '2026-11' AND line = 'total' ORDER BY tenant",
+    )
+    .unwrap();
+    let totals: Vec<(String, String)> = totals
+        .iter()
+        .map(|r| {
+            (
+                r["tenant"].as_str().unwrap().to_owned(),
+                r["amount"].to_string().trim_matches('"').to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        totals,
+        [
+            ("team-llm".to_owned(), "689.47".to_owned()),
+            ("team-search".to_owned(), "5.56".to_owned()),
+            ("team-vision".to_owned(), "32.31".to_owned()),
+        ]
+    );
+    let rows = gpuledger_tests::sql(
+        &base_url,
+        "SELECT period, count(*) AS n, CAST(sum(total) AS VARCHAR) AS total, sum(completed_jobs) AS jobs \
+         FROM statements GROUP BY period ORDER BY period",
+    )
+    .unwrap();
+    // October has no tenant yet; December lists them with nothing owed.
+    assert_eq!(
+        rows,
+        vec![
+            serde_json::json!({"period": "2026-11", "n": 3, "total": "727.34", "jobs": 7}),
+            serde_json::json!({"period": "2026-12", "n": 3, "total": "0.00", "jobs": 0}),
+        ]
+    );
     processor.kill();
     query.kill();
 }

@@ -30,6 +30,44 @@ pub struct TenantStatement {
 }
 
 impl TenantStatement {
+    /// One tenant's part of the JSON shape: tenant, lines, breakdown.
+    pub fn to_json(&self) -> Value {
+        let lines: Map<String, Value> = self
+            .lines
+            .iter()
+            .map(|(line, amount)| (line.as_str().to_owned(), text(amount)))
+            .collect();
+        let b = &self.breakdown;
+        let mut breakdown = Map::new();
+        breakdown.insert("failed_work".into(), text(&b.failed_work));
+        breakdown.insert("retried_work".into(), text(&b.retried_work));
+        if let Some(idle) = &b.idle_allocated {
+            breakdown.insert("idle_allocated".into(), text(idle));
+        }
+        breakdown.insert("completed_jobs".into(), json!(b.completed_jobs));
+        breakdown.insert(
+            "completed_work_units".into(),
+            b.completed_work_units
+                .iter()
+                .map(|(k, v)| (k.clone(), text(v)))
+                .collect::<Map<_, _>>()
+                .into(),
+        );
+        breakdown.insert(
+            "cost_per_completed_job".into(),
+            optional(&b.cost_per_completed_job),
+        );
+        breakdown.insert(
+            "cost_per_work_unit".into(),
+            b.cost_per_work_unit
+                .iter()
+                .map(|(k, v)| (k.clone(), optional(v)))
+                .collect::<Map<_, _>>()
+                .into(),
+        );
+        json!({"tenant": self.tenant, "lines": lines, "breakdown": breakdown})
+    }
+
     /// The amount of `line`.
     pub fn line(&self, line: StatementLine) -> Decimal {
         self.lines
@@ -73,46 +111,7 @@ fn optional(d: &Option<Decimal>) -> Value {
 impl Statement {
     /// The JSON shape of `GET /v1/statements`.
     pub fn to_json(&self) -> Value {
-        let tenants: Vec<Value> = self
-            .tenants
-            .iter()
-            .map(|t| {
-                let lines: Map<String, Value> = t
-                    .lines
-                    .iter()
-                    .map(|(line, amount)| (line.as_str().to_owned(), text(amount)))
-                    .collect();
-                let b = &t.breakdown;
-                let mut breakdown = Map::new();
-                breakdown.insert("failed_work".into(), text(&b.failed_work));
-                breakdown.insert("retried_work".into(), text(&b.retried_work));
-                if let Some(idle) = &b.idle_allocated {
-                    breakdown.insert("idle_allocated".into(), text(idle));
-                }
-                breakdown.insert("completed_jobs".into(), json!(b.completed_jobs));
-                breakdown.insert(
-                    "completed_work_units".into(),
-                    b.completed_work_units
-                        .iter()
-                        .map(|(k, v)| (k.clone(), text(v)))
-                        .collect::<Map<_, _>>()
-                        .into(),
-                );
-                breakdown.insert(
-                    "cost_per_completed_job".into(),
-                    optional(&b.cost_per_completed_job),
-                );
-                breakdown.insert(
-                    "cost_per_work_unit".into(),
-                    b.cost_per_work_unit
-                        .iter()
-                        .map(|(k, v)| (k.clone(), optional(v)))
-                        .collect::<Map<_, _>>()
-                        .into(),
-                );
-                json!({"tenant": t.tenant, "lines": lines, "breakdown": breakdown})
-            })
-            .collect();
+        let tenants: Vec<Value> = self.tenants.iter().map(TenantStatement::to_json).collect();
         json!({
             "period": self.period.to_string(),
             "currency": self.currency,
