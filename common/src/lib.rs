@@ -3,6 +3,7 @@
 //! event delivery used by the collector and the processor. The query
 //! service uses this crate without Kafka.
 
+pub mod auth;
 pub mod history;
 #[cfg(feature = "kafka")]
 pub mod kafka;

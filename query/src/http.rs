@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::dataframe::DataFrame;
 use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
@@ -17,6 +18,7 @@ use gpuledger_common::metrics::{Counter, Metric, render};
 use gpuledger_schemas::billing::Period;
 use serde::Deserialize;
 
+use crate::access::{Access, Gate, Refusal};
 use crate::encode::{EncodeError, Encoder, Format, Pending};
 use crate::statements::StatementError;
 
@@ -26,6 +28,8 @@ pub struct AppState {
     pub ctx: Arc<SessionContext>,
     /// How long one query may run.
     pub timeout: std::time::Duration,
+    /// Who may read what.
+    pub gate: Gate,
 }
 
 impl std::fmt::Debug for AppState {
@@ -89,6 +93,23 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// What the caller's token may read, or the 401/403 that says why not.
+fn access(state: &AppState, headers: &HeaderMap) -> Result<Access, ApiError> {
+    let header = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    state.gate.bearer(header).map_err(|refusal| match refusal {
+        Refusal::Unauthenticated => ApiError {
+            status: StatusCode::UNAUTHORIZED,
+            message: "a bearer token is needed (Authorization: Bearer …)".into(),
+        },
+        Refusal::Forbidden(why) => ApiError {
+            status: StatusCode::FORBIDDEN,
+            message: why.into(),
+        },
+    })
+}
+
 fn bad_request(message: impl Into<String>) -> ApiError {
     ApiError {
         status: StatusCode::BAD_REQUEST,
@@ -113,6 +134,7 @@ async fn sql(
     headers: HeaderMap,
     body: String,
 ) -> Result<Response, ApiError> {
+    let access = access(&state, &headers)?;
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let format = Format::from_accept(accept).map_err(|message| ApiError {
         status: StatusCode::NOT_ACCEPTABLE,
@@ -142,6 +164,11 @@ async fn sql(
         .await
         .map_err(|_| too_slow())?
         .map_err(|e| bad_request(e.to_string()))?;
+    // A team lead's query runs with its tenant filter under every scan.
+    let plan = access
+        .restrict(frame.logical_plan().clone())
+        .map_err(|e| bad_request(e.to_string()))?;
+    let frame = DataFrame::new(state.ctx.state(), plan);
     let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
     let mut stream = tokio::time::timeout_at(deadline, frame.execute_stream())
         .await
@@ -213,6 +240,15 @@ async fn statements(
     headers: HeaderMap,
     Query(params): Query<StatementParams>,
 ) -> Result<Response, ApiError> {
+    let access = access(&state, &headers)?;
+    if let Some(tenant) = &params.tenant
+        && !access.allows(tenant)
+    {
+        return Err(ApiError {
+            status: StatusCode::FORBIDDEN,
+            message: format!("this token reads only its own tenant, not {tenant:?}"),
+        });
+    }
     let period: Period = params
         .period
         .as_deref()
@@ -239,6 +275,7 @@ async fn statements(
     if let Some(tenant) = &params.tenant {
         statement.tenants.retain(|t| &t.tenant == tenant);
     }
+    statement.tenants.retain(|t| access.allows(&t.tenant));
     QUERIES.inc();
     let wants_csv = params.format.as_deref() == Some("csv")
         || headers
@@ -252,5 +289,12 @@ async fn statements(
         )
             .into_response());
     }
-    Ok(Json(statement.to_json()).into_response())
+    let mut json = statement.to_json();
+    if access != Access::All {
+        // The platform's figures add up every tenant's.
+        if let Some(object) = json.as_object_mut() {
+            object.remove("platform");
+        }
+    }
+    Ok(Json(json).into_response())
 }

@@ -3,6 +3,7 @@
 //! It registers the history tables and answers SQL over HTTP. It reads
 //! history only; it never writes to it or to Kafka.
 
+pub mod access;
 pub mod catalog;
 pub mod encode;
 pub mod http;
@@ -44,6 +45,8 @@ pub struct QueryConfig {
     pub memory_limit_bytes: usize,
     /// How long one query may run.
     pub query_timeout: std::time::Duration,
+    /// Who may read what; none: everyone reads everything.
+    pub tokens: gpuledger_common::auth::Tokens,
 }
 
 /// A session with the history tables registered, under `memory_bytes`.
@@ -85,9 +88,14 @@ pub async fn run(
     let addr = listener.local_addr()?;
     tracing::info!(%addr, root = %config.history_root.display(), "query service listening");
     on_bound(addr);
+    let gate = access::Gate::new(config.tokens.clone());
+    if gate.is_open() {
+        tracing::warn!("no --api-token given: every caller reads every tenant (local use only)");
+    }
     let app = http::router(http::AppState {
         ctx: Arc::new(ctx),
         timeout: config.query_timeout,
+        gate,
     });
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.wait().await })

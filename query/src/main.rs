@@ -4,6 +4,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 
 use clap::{Parser, Subcommand};
+use gpuledger_common::auth::{TokenSpec, Tokens};
 use gpuledger_common::history::HistoryArgs;
 use gpuledger_common::log::LogArgs;
 use gpuledger_common::shutdown::Shutdown;
@@ -42,6 +43,17 @@ struct ServeArgs {
     /// How long one query may run (seconds).
     #[arg(long, env = "GPULEDGER_QUERY_TIMEOUT_S", default_value_t = 60)]
     query_timeout_s: u64,
+
+    /// Tokens: `admin:TOKEN`, `finance:TOKEN`, `lead:TENANT:TOKEN`
+    /// (repeatable, or comma-separated in the environment). With none, every
+    /// caller reads every tenant: for a local set-up only.
+    #[arg(
+        long = "api-token",
+        env = "GPULEDGER_QUERY_TOKENS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    api_tokens: Vec<TokenSpec>,
 }
 
 #[tokio::main]
@@ -56,6 +68,7 @@ async fn main() -> anyhow::Result<()> {
                 listen: args.listen,
                 memory_limit_bytes: args.memory_limit_mb * 1024 * 1024,
                 query_timeout: std::time::Duration::from_secs(args.query_timeout_s),
+                tokens: Tokens::new(&args.api_tokens),
             };
             gpuledger_query::run(&config, shutdown, |addr| {
                 // The first stdout line is the address, for scripts and tests.

@@ -152,6 +152,7 @@ fn may_append(role: &Role, event: &Event) -> Result<(), String> {
     };
     match role {
         Role::Admin => Ok(()),
+        Role::Finance => Err("a finance token reads; it cannot append events".to_owned()),
         Role::Scheduler => match event.event_type() {
             EventType::Clock | EventType::PriceBook | EventType::TenantPolicy => Err(format!(
                 "{} events need the admin role",
@@ -301,6 +302,18 @@ struct ReservationBody {
     end: Timestamp,
 }
 
+/// Reservations are written by admins, schedulers and team leads (for
+/// their own tenant), never by finance.
+fn require_writer(role: &Role, what: &str) -> Result<(), ApiError> {
+    if *role == Role::Finance {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("{what}: a finance token reads; it cannot write"),
+        ));
+    }
+    Ok(())
+}
+
 /// The tenant a call acts for: a team lead only ever for its own.
 fn acting_tenant(role: &Role, asked: Option<String>) -> Result<String, ApiError> {
     match (role, asked) {
@@ -325,6 +338,7 @@ async fn post_reservation(
     let role = role(&state, &headers)?.clone();
     let request: ReservationBody = serde_json::from_str(&body)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("reservation request: {e}")))?;
+    require_writer(&role, "reservations")?;
     let tenant = acting_tenant(&role, request.tenant)?;
     let event = state.event(ReservationRequest {
         pool: request.pool,
@@ -360,6 +374,7 @@ async fn delete_reservation(
     Query(query): Query<CancelQuery>,
 ) -> Result<Response, ApiError> {
     let role = role(&state, &headers)?.clone();
+    require_writer(&role, "cancelling a reservation")?;
     let tenant = acting_tenant(&role, query.tenant)?;
     let event = state.event(ReservationCancel {
         pool: query.pool,
@@ -686,7 +701,7 @@ fn read_ledgers(
 
 /// Admission requests come from schedulers (and admins), not team leads.
 fn require_scheduler(role: &Role, what: &str) -> Result<(), ApiError> {
-    if matches!(role, Role::TeamLead { .. }) {
+    if matches!(role, Role::TeamLead { .. } | Role::Finance) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             format!("{what}: the scheduler or admin role is needed"),
