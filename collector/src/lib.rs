@@ -4,9 +4,11 @@
 //! contract events and delivers them to Kafka: `GpuSample`s to the
 //! telemetry topic, inventory to the ledger. It owns no ledger logic.
 
+pub mod agent;
 pub mod attribution;
 pub mod config;
 pub mod job;
+pub mod nvml;
 pub mod sim;
 
 use std::time::Duration;

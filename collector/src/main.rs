@@ -20,6 +20,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Read this node's GPUs through NVML and deliver what they report.
+    Run(Box<gpuledger_collector::agent::RunArgs>),
     /// Emit events for a simulated fleet instead of reading NVML.
     Simulate(SimulateArgs),
     /// Job lifecycle events from scheduler hooks (Slurm prolog/epilog).
@@ -41,6 +43,13 @@ async fn main() -> anyhow::Result<()> {
     cli.log.init();
     let shutdown = Shutdown::from_signals();
     match cli.command {
+        Command::Run(args) => {
+            if let Err(e) = gpuledger_collector::agent::run(&args, shutdown).await {
+                // One line that says what failed and what to do about it.
+                let _ = writeln!(std::io::stderr().lock(), "gpuledger-collector: {e}");
+                std::process::exit(e.exit_code());
+            }
+        }
         Command::Simulate(args) => {
             let summary = gpuledger_collector::run_simulation(&args, shutdown).await?;
             if args.summary {

@@ -1,0 +1,259 @@
+//! The node agent's loop: read the GPUs, attribute their processes, and
+//! deliver `NodeInventory` (at start and whenever the layout changes),
+//! `DeviceHealth` (XID and ECC events) and a `GpuSample` per device every
+//! interval.
+//!
+//! `seq` starts at the wall clock in microseconds and counts up by one per
+//! sample, so it stays strictly increasing across restarts without keeping
+//! state (a node samples far fewer than a million devices a second).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use gpuledger_common::kafka::{EventProducer, KafkaArgs};
+use gpuledger_common::shutdown::Shutdown;
+use gpuledger_schemas::{Event, Timestamp};
+
+use crate::attribution::{Attributor, TenantMap};
+use crate::nvml::fake::FakeNvml;
+use crate::nvml::real::RealNvml;
+use crate::nvml::xid::health_event;
+use crate::nvml::{GpuSource, NodeContext, SourceError, inventory, layout, samples};
+
+/// Where readings come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SourceKind {
+    /// The NVIDIA driver, through NVML.
+    Nvml,
+    /// A fake NVML (`--fake-gpus`, `--fake-migs`), for measuring the agent
+    /// without a GPU.
+    Fake,
+}
+
+/// What `--output` writes for `--once`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// One event per line in the JSON form.
+    Json,
+}
+
+/// Settings of the node agent.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+
+    /// Where readings come from.
+    #[arg(long, value_enum, default_value = "nvml")]
+    pub source: SourceKind,
+
+    /// The NVML library to load (default `libnvidia-ml.so.1`).
+    #[arg(long, env = "GPULEDGER_NVML_LIB")]
+    pub nvml_lib: Option<String>,
+
+    /// Node name on the events (default: the host name).
+    #[arg(long, env = "GPULEDGER_NODE")]
+    pub node: Option<String>,
+
+    /// Pool of this node's GPUs.
+    #[arg(long, env = "GPULEDGER_POOL", default_value = "default")]
+    pub pool: String,
+
+    /// Cluster name carried by every event.
+    #[arg(long, env = "GPULEDGER_CLUSTER", default_value = "local")]
+    pub cluster: String,
+
+    /// Sample interval, milliseconds (1,000 to 60,000).
+    #[arg(long, env = "GPULEDGER_INTERVAL_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(i32).range(1_000..=60_000))]
+    pub interval_ms: i32,
+
+    /// Where `/proc` is (a host mount inside a container).
+    #[arg(long, env = "GPULEDGER_PROC_ROOT", default_value = "/proc")]
+    pub proc_root: PathBuf,
+
+    /// JSON file mapping Kubernetes namespaces, Slurm accounts and users to
+    /// tenants: `{"namespaces":{…},"slurm_accounts":{…},"users":{…}}`.
+    #[arg(long, env = "GPULEDGER_TENANT_MAP")]
+    pub tenant_map: Option<PathBuf>,
+
+    /// Read once, print the events and exit, sending nothing.
+    #[arg(long)]
+    pub once: bool,
+
+    /// Format of `--once`'s events.
+    #[arg(long, value_enum, default_value = "json")]
+    pub output: Output,
+
+    /// GPUs of the fake source.
+    #[arg(long, default_value_t = 8)]
+    pub fake_gpus: u32,
+
+    /// MIG instances per GPU of the fake source (0: whole GPUs).
+    #[arg(long, default_value_t = 7)]
+    pub fake_migs: u32,
+
+    /// Stop after this many rounds (0: run until stopped).
+    #[arg(long, default_value_t = 0)]
+    pub rounds: u64,
+}
+
+/// Why the agent stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// NVML is not there: the exit code says so apart from other failures.
+    #[error(transparent)]
+    NoNvml(SourceError),
+    /// Readings failed.
+    #[error(transparent)]
+    Source(SourceError),
+    /// Settings that do not work.
+    #[error("{0}")]
+    Config(String),
+    /// Delivery failed.
+    #[error(transparent)]
+    Delivery(#[from] crate::Error),
+}
+
+impl AgentError {
+    /// The process exit code: 3 when NVML could not be loaded, 2 for bad
+    /// settings, 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            AgentError::NoNvml(_) => 3,
+            AgentError::Config(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+fn open_source(args: &RunArgs) -> Result<Box<dyn GpuSource>, AgentError> {
+    match args.source {
+        SourceKind::Nvml => match RealNvml::open(args.nvml_lib.as_deref()) {
+            Ok(nvml) => Ok(Box::new(nvml)),
+            Err(e @ SourceError::Load { .. }) => Err(AgentError::NoNvml(e)),
+            Err(e) => Err(AgentError::Source(e)),
+        },
+        SourceKind::Fake => Ok(Box::new(FakeNvml::fleet(args.fake_gpus, args.fake_migs))),
+    }
+}
+
+fn attributor(args: &RunArgs) -> Result<Attributor, AgentError> {
+    let map = match &args.tenant_map {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| AgentError::Config(format!("tenant map {}: {e}", path.display())))?;
+            serde_json::from_str::<TenantMap>(&text)
+                .map_err(|e| AgentError::Config(format!("tenant map {}: {e}", path.display())))?
+        }
+        None => TenantMap::default(),
+    };
+    Ok(Attributor::new(&args.proc_root, map, None))
+}
+
+fn node_name(args: &RunArgs) -> String {
+    args.node.clone().unwrap_or_else(|| {
+        std::fs::read_to_string("/etc/hostname")
+            .map(|h| h.trim().to_owned())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".to_owned())
+    })
+}
+
+/// One round: health events, inventory when the layout changed, samples.
+struct Round<'a> {
+    ctx: &'a NodeContext,
+    attributor: &'a Attributor,
+    last_layout: Option<Vec<(String, u32)>>,
+    seq: i64,
+}
+
+impl Round<'_> {
+    fn events(&mut self, source: &mut dyn GpuSource) -> Result<Vec<Event>, AgentError> {
+        let at = Timestamp::now();
+        let gpus = source.read().map_err(AgentError::Source)?;
+        let mut out: Vec<Event> = source
+            .health()
+            .iter()
+            .filter_map(|signal| health_event(self.ctx, signal, at))
+            .collect();
+        let now_layout = layout(&gpus);
+        if self.last_layout.as_ref() != Some(&now_layout) {
+            out.push(inventory(self.ctx, &gpus, at));
+            self.last_layout = Some(now_layout);
+        }
+        out.extend(samples(
+            self.ctx,
+            &gpus,
+            Some(self.attributor),
+            at,
+            &mut self.seq,
+        ));
+        Ok(out)
+    }
+}
+
+/// Runs the agent until shutdown (or `--rounds`), or prints one round with
+/// `--once`.
+pub async fn run(args: &RunArgs, mut shutdown: Shutdown) -> Result<u64, AgentError> {
+    let mut source = open_source(args)?;
+    let attributor = attributor(args)?;
+    let node = node_name(args);
+    let ctx = NodeContext {
+        source: format!("gpuledger-collector/{node}"),
+        node,
+        pool: args.pool.clone(),
+        cluster: args.cluster.clone(),
+        interval_ms: args.interval_ms,
+    };
+    let mut round = Round {
+        ctx: &ctx,
+        attributor: &attributor,
+        last_layout: None,
+        seq: Timestamp::now().as_micros(),
+    };
+    if args.once {
+        let events = round.events(source.as_mut())?;
+        let mut out = std::io::stdout().lock();
+        for event in &events {
+            event.validate().map_err(crate::Error::from)?;
+            let _ = writeln!(out, "{}", event.to_json_string());
+        }
+        return Ok(events.len() as u64);
+    }
+    let mut producer =
+        EventProducer::new(&args.kafka, "gpuledger-collector").map_err(crate::Error::from)?;
+    let mut interval = tokio::time::interval(Duration::from_millis(args.interval_ms as u64));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sent = 0u64;
+    let mut rounds = 0u64;
+    tracing::info!(node = %ctx.node, pool = %ctx.pool, source = ?args.source, "collector running");
+    loop {
+        tokio::select! {
+            _ = shutdown.wait() => break,
+            _ = interval.tick() => {}
+        }
+        for event in round.events(source.as_mut())? {
+            event.validate().map_err(crate::Error::from)?;
+            producer.send(&event).await.map_err(crate::Error::from)?;
+            sent += 1;
+        }
+        rounds += 1;
+        if args.rounds > 0 && rounds >= args.rounds {
+            break;
+        }
+    }
+    for (call, failures) in source.errors() {
+        tracing::info!(call, failures, "NVML call failures");
+    }
+    // Deliver what is queued within a bound, then stop.
+    producer
+        .flush(Duration::from_secs(10))
+        .await
+        .map_err(crate::Error::from)?;
+    tracing::info!(sent, rounds, "collector stopped");
+    Ok(sent)
+}

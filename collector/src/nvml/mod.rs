@@ -1,0 +1,335 @@
+//! The NVML source: what the node's GPUs report, turned into contract
+//! events (`NodeInventory`, `GpuSample`, `DeviceHealth`).
+//!
+//! The NVML calls sit behind [`GpuSource`]: [`real::RealNvml`] calls the
+//! driver through `nvml-wrapper`; [`fake::FakeNvml`] replays readings for
+//! tests and benchmarks. Everything after the readings — MIG layout, units,
+//! attribution, the events — is plain code over [`GpuReading`]s, tested
+//! with the fake.
+//!
+//! A value NVML does not support on a device is `None`, never 0.
+
+pub mod fake;
+mod ids;
+pub mod real;
+pub mod xid;
+
+use std::collections::BTreeMap;
+
+use gpuledger_schemas::events::{GpuSample, InventoryDevice, NodeInventory};
+use gpuledger_schemas::{Envelope, Event, Timestamp};
+
+use crate::attribution::Attributor;
+
+/// One running compute process, as NVML lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessReading {
+    pub pid: u32,
+    pub used_memory_bytes: Option<u64>,
+    /// Set on MIG-enabled GPUs only.
+    pub gpu_instance_id: Option<u32>,
+    pub compute_instance_id: Option<u32>,
+}
+
+/// One MIG device (a compute instance) of a MIG-enabled GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MigReading {
+    pub uuid: String,
+    /// The profile, from the device name (`NVIDIA H200 MIG 1g.18gb` →
+    /// `1g.18gb`).
+    pub profile: Option<String>,
+    /// GPU-instance slices it holds (`attributes().gpu_instance_slice_count`).
+    pub slices: u32,
+    pub gpu_instance_id: Option<u32>,
+    pub memory_total_bytes: u64,
+    pub memory_used_bytes: u64,
+    /// SM activity over the last interval from GPM on the parent, Hopper
+    /// and later; `None` where GPM is unsupported or no interval has passed.
+    pub sm_activity_pct: Option<f64>,
+    pub processes: Vec<ProcessReading>,
+}
+
+/// One whole GPU at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuReading {
+    pub index: u32,
+    pub uuid: String,
+    /// The model, as NVML names it (`NVIDIA H200`).
+    pub name: String,
+    pub memory_total_bytes: u64,
+    pub memory_used_bytes: u64,
+    pub gpu_util_pct: Option<u32>,
+    pub mem_util_pct: Option<u32>,
+    pub power_mw: Option<u32>,
+    /// Energy since the driver loaded, millijoules (Volta and later).
+    pub energy_mj: Option<u64>,
+    pub temp_c: Option<u32>,
+    pub sm_clock_mhz: Option<u32>,
+    /// The throttle-reason bitmask.
+    pub throttle_reasons: Option<u64>,
+    pub ecc_corrected: Option<u64>,
+    pub ecc_uncorrected: Option<u64>,
+    /// `Some(true)` when MIG mode is on now; `None` where MIG is unsupported.
+    pub mig_enabled: Option<bool>,
+    pub migs: Vec<MigReading>,
+    /// Processes on the whole GPU (MIG processes are on their instance).
+    pub processes: Vec<ProcessReading>,
+}
+
+impl GpuReading {
+    /// Whether the GPU is split: then its leaf devices are its instances.
+    pub fn is_split(&self) -> bool {
+        self.mig_enabled == Some(true) && !self.migs.is_empty()
+    }
+}
+
+/// A source of GPU readings.
+pub trait GpuSource: Send {
+    /// Every GPU of the node, now.
+    fn read(&mut self) -> Result<Vec<GpuReading>, SourceError>;
+
+    /// Health events seen since the last call (XIDs, ECC errors, MIG
+    /// reconfiguration), never blocking.
+    fn health(&mut self) -> Vec<HealthSignal> {
+        Vec::new()
+    }
+
+    /// Failed calls so far, by NVML call name, for `/metrics`.
+    fn errors(&self) -> BTreeMap<&'static str, u64> {
+        BTreeMap::new()
+    }
+}
+
+/// Something a device reported about its health.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthSignal {
+    pub device_uuid: String,
+    pub kind: HealthKind,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HealthKind {
+    /// An XID error with its code.
+    Xid(u64),
+    /// An uncorrectable (double-bit) ECC error.
+    EccUncorrectable,
+    /// The MIG layout changed: re-read inventory.
+    MigReconfigured,
+}
+
+/// Why readings could not be taken at all.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The NVML library did not load or initialise.
+    #[error(
+        "NVML could not be loaded from {library}: {reason} (is the NVIDIA driver installed? --nvml-lib PATH loads the library from elsewhere)"
+    )]
+    Load { library: String, reason: String },
+    /// A call every reading needs failed.
+    #[error("NVML call {call} failed: {reason}")]
+    Call { call: &'static str, reason: String },
+}
+
+/// Slices of a whole GPU of this model (7 on A100/H100/H200/B200, 4 on A30).
+pub fn max_slices_of(model: &str) -> u32 {
+    if model.contains("A30") { 4 } else { 7 }
+}
+
+/// The MIG profile in a MIG device's name: `NVIDIA H200 MIG 1g.18gb` →
+/// `1g.18gb`.
+pub fn mig_profile(name: &str) -> Option<String> {
+    let (_, profile) = name.rsplit_once("MIG ")?;
+    let profile = profile.trim();
+    (!profile.is_empty()).then(|| profile.to_owned())
+}
+
+/// Where the events come from.
+#[derive(Debug, Clone)]
+pub struct NodeContext {
+    pub node: String,
+    pub pool: String,
+    pub cluster: String,
+    /// `source` of the events, and the prefix of sample `event_id`s.
+    pub source: String,
+    pub interval_ms: i32,
+}
+
+impl NodeContext {
+    fn envelope(&self, event_id: String, at: Timestamp) -> Envelope {
+        Envelope {
+            event_id,
+            event_time: at,
+            source: self.source.clone(),
+            cluster: self.cluster.clone(),
+        }
+    }
+}
+
+fn saturating(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The node's leaf devices: a split GPU's instances, else the whole GPU.
+pub fn inventory(ctx: &NodeContext, gpus: &[GpuReading], at: Timestamp) -> Event {
+    let mut devices = Vec::new();
+    for gpu in gpus {
+        let max = max_slices_of(&gpu.name) as i32;
+        if gpu.is_split() {
+            for mig in &gpu.migs {
+                devices.push(InventoryDevice {
+                    device_uuid: mig.uuid.clone(),
+                    parent_gpu_uuid: Some(gpu.uuid.clone()),
+                    model: gpu.name.clone(),
+                    slices: mig.slices as i32,
+                    max_slices: max,
+                    memory_bytes: saturating(mig.memory_total_bytes),
+                    mig_profile: mig.profile.clone(),
+                });
+            }
+        } else {
+            devices.push(InventoryDevice {
+                device_uuid: gpu.uuid.clone(),
+                parent_gpu_uuid: None,
+                model: gpu.name.clone(),
+                slices: max,
+                max_slices: max,
+                memory_bytes: saturating(gpu.memory_total_bytes),
+                mig_profile: None,
+            });
+        }
+    }
+    let id = format!("{}:inventory:{}", ctx.source, at.as_micros());
+    Event::new(
+        ctx.envelope(id, at),
+        NodeInventory {
+            pool: ctx.pool.clone(),
+            node: ctx.node.clone(),
+            devices,
+        },
+    )
+}
+
+/// The layout an inventory describes: which leaf devices exist, with their
+/// slices. A change means a new `NodeInventory`.
+pub fn layout(gpus: &[GpuReading]) -> Vec<(String, u32)> {
+    let mut out: Vec<(String, u32)> = gpus
+        .iter()
+        .flat_map(|g| {
+            if g.is_split() {
+                g.migs.iter().map(|m| (m.uuid.clone(), m.slices)).collect()
+            } else {
+                vec![(g.uuid.clone(), max_slices_of(&g.name))]
+            }
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The job and tenant of a device's processes: the first attributed pid's.
+fn attribute(
+    attributor: Option<&Attributor>,
+    processes: &[ProcessReading],
+) -> (Option<String>, Option<String>) {
+    let Some(attributor) = attributor else {
+        return (None, None);
+    };
+    processes
+        .iter()
+        .map(|p| attributor.attribute(i64::from(p.pid)))
+        .find(|a| a.job_id.is_some())
+        .map_or((None, None), |a| (a.job_id, a.tenant))
+}
+
+/// One `GpuSample` per leaf device; `seq` is advanced for each.
+pub fn samples(
+    ctx: &NodeContext,
+    gpus: &[GpuReading],
+    attributor: Option<&Attributor>,
+    at: Timestamp,
+    seq: &mut i64,
+) -> Vec<Event> {
+    let mut out = Vec::new();
+    let mut push = |sample: GpuSample, seq: &mut i64| {
+        *seq += 1;
+        let id = format!("{}:{}", ctx.source, *seq);
+        out.push(Event::new(
+            ctx.envelope(id, at),
+            GpuSample {
+                seq: *seq,
+                ..sample
+            },
+        ));
+    };
+    for gpu in gpus {
+        let max = max_slices_of(&gpu.name) as i32;
+        let energy = gpu.energy_mj.map(saturating);
+        let temp = gpu.temp_c.map(|t| t as i32);
+        if gpu.is_split() {
+            for mig in &gpu.migs {
+                let (job_id, tenant) = attribute(attributor, &mig.processes);
+                push(
+                    GpuSample {
+                        node: ctx.node.clone(),
+                        pool: ctx.pool.clone(),
+                        device_uuid: mig.uuid.clone(),
+                        parent_gpu_uuid: Some(gpu.uuid.clone()),
+                        model: gpu.name.clone(),
+                        mig_profile: mig.profile.clone(),
+                        slices: mig.slices as i32,
+                        max_slices: max,
+                        // NVML has no utilization for a MIG device; GPM's SM
+                        // activity is the measure where it exists.
+                        sm_util_pct: mig.sm_activity_pct.map(|v| v as f32),
+                        mem_util_pct: None,
+                        mem_used_bytes: saturating(mig.memory_used_bytes),
+                        mem_total_bytes: saturating(mig.memory_total_bytes),
+                        // Power is the whole GPU's; energy is the parent's
+                        // counter, shared out by slices downstream.
+                        power_mw: None,
+                        energy_mj: energy,
+                        temp_c: temp,
+                        pids: mig.processes.iter().map(|p| i64::from(p.pid)).collect(),
+                        job_id,
+                        tenant,
+                        interval_ms: ctx.interval_ms,
+                        seq: 0,
+                    },
+                    seq,
+                );
+            }
+        } else {
+            let (job_id, tenant) = attribute(attributor, &gpu.processes);
+            push(
+                GpuSample {
+                    node: ctx.node.clone(),
+                    pool: ctx.pool.clone(),
+                    device_uuid: gpu.uuid.clone(),
+                    parent_gpu_uuid: None,
+                    model: gpu.name.clone(),
+                    mig_profile: None,
+                    slices: max,
+                    max_slices: max,
+                    sm_util_pct: gpu.gpu_util_pct.map(|v| v as f32),
+                    mem_util_pct: gpu.mem_util_pct.map(|v| v as f32),
+                    mem_used_bytes: saturating(gpu.memory_used_bytes),
+                    mem_total_bytes: saturating(gpu.memory_total_bytes),
+                    power_mw: gpu.power_mw.map(i64::from),
+                    energy_mj: energy,
+                    temp_c: temp,
+                    pids: gpu.processes.iter().map(|p| i64::from(p.pid)).collect(),
+                    job_id,
+                    tenant,
+                    interval_ms: ctx.interval_ms,
+                    seq: 0,
+                },
+                seq,
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
