@@ -21,6 +21,7 @@ use crate::nvml::fake::FakeNvml;
 use crate::nvml::real::RealNvml;
 use crate::nvml::xid::health_event;
 use crate::nvml::{GpuSource, NodeContext, SourceError, inventory, layout, samples};
+use crate::spool::Spool;
 
 /// Where readings come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -98,7 +99,19 @@ pub struct RunArgs {
     /// Stop after this many rounds (0: run until stopped).
     #[arg(long, default_value_t = 0)]
     pub rounds: u64,
+
+    /// Where events wait until the broker acknowledged them.
+    #[arg(long, env = "GPULEDGER_SPOOL_DIR", default_value = "var/spool")]
+    pub spool_dir: PathBuf,
+
+    /// Bound of the spool (MiB); past it the oldest waiting events are
+    /// dropped, counted and logged.
+    #[arg(long, env = "GPULEDGER_SPOOL_MAX_MB", default_value_t = 512)]
+    pub spool_max_mb: u64,
 }
+
+/// Events handed to librdkafka at most at once; the rest wait in the spool.
+const IN_FLIGHT: usize = 10_000;
 
 /// Why the agent stopped.
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +128,9 @@ pub enum AgentError {
     /// Delivery failed.
     #[error(transparent)]
     Delivery(#[from] crate::Error),
+    /// The spool could not be read or written.
+    #[error("{0}")]
+    Spool(String),
 }
 
 impl AgentError {
@@ -224,11 +240,25 @@ pub async fn run(args: &RunArgs, mut shutdown: Shutdown) -> Result<u64, AgentErr
         }
         return Ok(events.len() as u64);
     }
-    let mut producer =
-        EventProducer::new(&args.kafka, "gpuledger-collector").map_err(crate::Error::from)?;
+    let mut spool = Spool::open(&args.spool_dir, args.spool_max_mb * 1024 * 1024)
+        .map_err(|e| AgentError::Spool(e.to_string()))?;
+    if !spool.is_empty() {
+        tracing::info!(
+            waiting = spool.len(),
+            "spooled events from before are sent first"
+        );
+    }
+    // librdkafka keeps retrying a record until the broker takes it: an
+    // outage only makes the spool grow.
+    let mut producer = EventProducer::with_settings(
+        &args.kafka,
+        "gpuledger-collector",
+        &[("message.timeout.ms", "0")],
+    )
+    .map_err(crate::Error::from)?;
     let mut interval = tokio::time::interval(Duration::from_millis(args.interval_ms as u64));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut sent = 0u64;
+    let mut delivery = Delivery::default();
     let mut rounds = 0u64;
     tracing::info!(node = %ctx.node, pool = %ctx.pool, source = ?args.source, "collector running");
     loop {
@@ -236,11 +266,14 @@ pub async fn run(args: &RunArgs, mut shutdown: Shutdown) -> Result<u64, AgentErr
             _ = shutdown.wait() => break,
             _ = interval.tick() => {}
         }
-        for event in round.events(source.as_mut())? {
+        let events = round.events(source.as_mut())?;
+        for event in &events {
             event.validate().map_err(crate::Error::from)?;
-            producer.send(&event).await.map_err(crate::Error::from)?;
-            sent += 1;
         }
+        spool
+            .append(&events)
+            .map_err(|e| AgentError::Spool(e.to_string()))?;
+        delivery.pump(&mut spool, &mut producer).await?;
         rounds += 1;
         if args.rounds > 0 && rounds >= args.rounds {
             break;
@@ -249,11 +282,61 @@ pub async fn run(args: &RunArgs, mut shutdown: Shutdown) -> Result<u64, AgentErr
     for (call, failures) in source.errors() {
         tracing::info!(call, failures, "NVML call failures");
     }
-    // Deliver what is queued within a bound, then stop.
-    producer
-        .flush(Duration::from_secs(10))
-        .await
-        .map_err(crate::Error::from)?;
-    tracing::info!(sent, rounds, "collector stopped");
-    Ok(sent)
+    // Deliver what is queued within a bound; what is not stays spooled.
+    if let Err(e) = producer.flush(Duration::from_secs(10)).await {
+        tracing::warn!(error = %e, waiting = spool.len(), "broker slow or away at shutdown; the rest stays in the spool");
+    }
+    delivery.acknowledge(&mut spool, &mut producer)?;
+    tracing::info!(
+        delivered = delivery.acked,
+        waiting = spool.len(),
+        dropped = spool.dropped,
+        rounds,
+        "collector stopped"
+    );
+    Ok(delivery.acked)
+}
+
+/// Moves events from the spool to the producer and acknowledgements back.
+#[derive(Debug, Default)]
+struct Delivery {
+    /// Deliveries the producer had settled at the last look.
+    settled: u64,
+    /// Events acknowledged in this run.
+    acked: u64,
+}
+
+impl Delivery {
+    /// Acknowledges what the broker took, in order.
+    fn acknowledge(
+        &mut self,
+        spool: &mut Spool,
+        producer: &mut EventProducer,
+    ) -> Result<(), AgentError> {
+        let settled = producer.settle_ready().map_err(crate::Error::from)?;
+        let newly = settled - self.settled;
+        self.settled = settled;
+        self.acked += newly;
+        spool
+            .ack(newly as usize)
+            .map_err(|e| AgentError::Spool(e.to_string()))
+    }
+
+    /// Acknowledges, then hands over waiting events, oldest first, while
+    /// fewer than [`IN_FLIGHT`] are out.
+    async fn pump(
+        &mut self,
+        spool: &mut Spool,
+        producer: &mut EventProducer,
+    ) -> Result<(), AgentError> {
+        self.acknowledge(spool, producer)?;
+        while spool.in_flight() < IN_FLIGHT {
+            let Some(line) = spool.next_to_send() else {
+                break;
+            };
+            let event = Event::from_json_str(line).map_err(crate::Error::from)?;
+            producer.send(&event).await.map_err(crate::Error::from)?;
+        }
+        Ok(())
+    }
 }

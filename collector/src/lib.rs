@@ -10,6 +10,7 @@ pub mod config;
 pub mod job;
 pub mod nvml;
 pub mod sim;
+pub mod spool;
 
 use std::time::Duration;
 

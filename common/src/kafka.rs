@@ -194,7 +194,22 @@ impl std::fmt::Debug for EventProducer {
 impl EventProducer {
     /// A producer for `args`' broker, identified as `client_id`.
     pub fn new(args: &KafkaArgs, client_id: &str) -> Result<Self> {
-        let mut typed = PRODUCER_SETTINGS.to_vec();
+        Self::with_settings(args, client_id, &[])
+    }
+
+    /// Like [`EventProducer::new`], with `overrides` replacing settings of
+    /// [`PRODUCER_SETTINGS`] (or adding to them).
+    pub fn with_settings(
+        args: &KafkaArgs,
+        client_id: &str,
+        overrides: &[(&str, &str)],
+    ) -> Result<Self> {
+        let mut typed: Vec<(&str, &str)> = PRODUCER_SETTINGS
+            .iter()
+            .filter(|(key, _)| !overrides.iter().any(|(k, _)| k == key))
+            .copied()
+            .collect();
+        typed.extend_from_slice(overrides);
         typed.push(("client.id", client_id));
         let producer = args.client_config(&typed)?.create()?;
         Ok(Self {
@@ -210,6 +225,40 @@ impl EventProducer {
     /// Records acknowledged so far.
     pub fn delivered(&self) -> u64 {
         self.delivered
+    }
+
+    /// Records handed over and not yet acknowledged.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Settles the deliveries already acknowledged, oldest first, without
+    /// waiting: stops at the first still in flight, so [`delivered`] counts
+    /// an unbroken prefix of what was sent. A failed delivery is an error.
+    ///
+    /// [`delivered`]: EventProducer::delivered
+    pub fn settle_ready(&mut self) -> Result<u64> {
+        use futures::FutureExt;
+        while let Some((_, delivery)) = self.in_flight.front_mut() {
+            let Some(outcome) = delivery.now_or_never() else {
+                break;
+            };
+            let (topic, _) = self
+                .in_flight
+                .pop_front()
+                .unwrap_or_else(|| unreachable!("front was just seen"));
+            match outcome {
+                Ok(Ok(_)) => self.delivered += 1,
+                Ok(Err((e, _))) => return Err(Error::Delivery { topic, source: e }),
+                Err(_cancelled) => {
+                    return Err(Error::Delivery {
+                        topic,
+                        source: KafkaError::Canceled,
+                    });
+                }
+            }
+        }
+        Ok(self.delivered)
     }
 
     /// Queues one event; waits for older deliveries when the window is full
