@@ -17,6 +17,7 @@ use gpuledger_common::shutdown::Shutdown;
 use gpuledger_schemas::{Event, Timestamp};
 
 use crate::attribution::{Attributor, TenantMap};
+use crate::metrics;
 use crate::nvml::fake::FakeNvml;
 use crate::nvml::real::RealNvml;
 use crate::nvml::xid::health_event;
@@ -108,6 +109,14 @@ pub struct RunArgs {
     /// dropped, counted and logged.
     #[arg(long, env = "GPULEDGER_SPOOL_MAX_MB", default_value_t = 512)]
     pub spool_max_mb: u64,
+
+    /// Address of `/metrics` and `/healthz`; port 0 picks a free one.
+    #[arg(
+        long,
+        env = "GPULEDGER_COLLECTOR_LISTEN",
+        default_value = "127.0.0.1:9400"
+    )]
+    pub listen: std::net::SocketAddr,
 }
 
 /// Events handed to librdkafka at most at once; the rest wait in the spool.
@@ -256,6 +265,25 @@ pub async fn run(args: &RunArgs, mut shutdown: Shutdown) -> Result<u64, AgentErr
         &[("message.timeout.ms", "0")],
     )
     .map_err(crate::Error::from)?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| {
+            AgentError::Config(format!("cannot listen on {} (--listen): {e}", args.listen))
+        })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| AgentError::Config(e.to_string()))?;
+    {
+        // The first stdout line is the address, for scripts and tests.
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "metrics listening on http://{addr}");
+        let _ = out.flush();
+    }
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, metrics::router()).await {
+            tracing::error!(error = %e, "metrics endpoint stopped");
+        }
+    });
     let mut interval = tokio::time::interval(Duration::from_millis(args.interval_ms as u64));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut delivery = Delivery::default();
@@ -274,6 +302,21 @@ pub async fn run(args: &RunArgs, mut shutdown: Shutdown) -> Result<u64, AgentErr
             .append(&events)
             .map_err(|e| AgentError::Spool(e.to_string()))?;
         delivery.pump(&mut spool, &mut producer).await?;
+        metrics::SAMPLES.add(
+            events
+                .iter()
+                .filter(|e| matches!(e.body, gpuledger_schemas::EventBody::GpuSample(_)))
+                .count() as u64,
+        );
+        metrics::HEALTH_EVENTS.add(
+            events
+                .iter()
+                .filter(|e| matches!(e.body, gpuledger_schemas::EventBody::DeviceHealth(_)))
+                .count() as u64,
+        );
+        metrics::SPOOL_BYTES.set(i64::try_from(spool.bytes()).unwrap_or(i64::MAX));
+        metrics::SPOOL_RECORDS.set(spool.len() as i64);
+        metrics::round_done(args.interval_ms, source.errors());
         rounds += 1;
         if args.rounds > 0 && rounds >= args.rounds {
             break;
@@ -317,6 +360,7 @@ impl Delivery {
         let newly = settled - self.settled;
         self.settled = settled;
         self.acked += newly;
+        metrics::DELIVERED.add(newly);
         spool
             .ack(newly as usize)
             .map_err(|e| AgentError::Spool(e.to_string()))

@@ -178,6 +178,7 @@ impl Spool {
         }
         if dropped > 0 {
             self.dropped += dropped;
+            crate::metrics::SPOOL_DROPPED.add(dropped);
             tracing::error!(
                 dropped,
                 total_dropped = self.dropped,

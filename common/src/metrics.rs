@@ -87,12 +87,46 @@ pub fn render(metrics: &[Metric]) -> String {
     out
 }
 
+/// One labelled family in the text exposition: `name{label="v"} value`
+/// per entry (`kind` is `counter` or `gauge`).
+pub fn render_family(
+    name: &str,
+    help: &str,
+    kind: &str,
+    label: &str,
+    values: &[(String, i64)],
+) -> String {
+    let mut out = format!("# HELP {name} {help}\n# TYPE {name} {kind}\n");
+    for (value_of_label, value) in values {
+        let escaped = value_of_label.replace('\\', "\\\\").replace('"', "\\\"");
+        let _ = writeln!(out, "{name}{{{label}=\"{escaped}\"}} {value}");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     static EVENTS: Counter = Counter::new("gpuledger_test_events_total", "Events seen.");
     static LAG: Gauge = Gauge::new("gpuledger_test_lag", "Records behind.");
+
+    #[test]
+    fn renders_a_labelled_family() {
+        let text = render_family(
+            "gpuledger_test_errors_total",
+            "Errors.",
+            "counter",
+            "call",
+            &[("memory_info".into(), 2), ("a\"b".into(), 1)],
+        );
+        assert_eq!(
+            text,
+            "# HELP gpuledger_test_errors_total Errors.\n# TYPE gpuledger_test_errors_total counter\n\
+             gpuledger_test_errors_total{call=\"memory_info\"} 2\n\
+             gpuledger_test_errors_total{call=\"a\\\"b\"} 1\n"
+        );
+    }
 
     #[test]
     fn renders_the_text_format() {

@@ -9,13 +9,11 @@
 //! other tests share.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 use std::time::Duration;
 
 use gpuledger_schemas::{Codec, Event, EventBody};
 use gpuledger_tests::{
-    Service, WorkDir, binary, create_topics, eventually, read_committed, require_broker,
-    unique_prefix,
+    Service, WorkDir, create_topics, eventually, read_committed, require_broker, unique_prefix,
 };
 
 fn spooled(dir: &std::path::Path) -> Vec<Event> {
@@ -88,12 +86,43 @@ async fn kafka_collector_spools_through_an_outage_and_a_kill() {
     // The broker answers again: the spool goes first, then three new rounds.
     let mut back = args(&bootstrap);
     back.extend(["--rounds".to_owned(), "3".to_owned()]);
-    let status = Command::new(binary("gpuledger-collector"))
-        .args(&back)
-        .stderr(std::fs::File::create(work.path().join("collector-2.log")).unwrap())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let back: Vec<&str> = back.iter().map(String::as_str).collect();
+    let mut second = Service::start(
+        "gpuledger-collector",
+        &back,
+        &work.path().join("collector-2.log"),
+    );
+    let metrics_url = second.wait_for_line("metrics listening on ", Duration::from_secs(30));
+    // While it runs: healthy, and the spooled events counted as delivered.
+    let metrics = eventually("the spool delivered", Duration::from_secs(30), || {
+        let healthy = ureq::get(&format!("{metrics_url}/healthz"))
+            .call()
+            .ok()?
+            .status()
+            == 200;
+        let text = ureq::get(&format!("{metrics_url}/metrics"))
+            .call()
+            .ok()?
+            .into_string()
+            .ok()?;
+        let delivered: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("gpuledger_collector_delivered_total "))?
+            .parse()
+            .ok()?;
+        (healthy && delivered as usize >= before.len()).then_some(text)
+    });
+    assert!(
+        metrics.contains("gpuledger_collector_spool_records"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("# TYPE gpuledger_collector_nvml_errors_total counter"),
+        "{metrics}"
+    );
+    eventually("the second run to end", Duration::from_secs(60), || {
+        (!second.is_running()).then_some(())
+    });
     assert!(
         samples(&spooled(&spool)).is_empty(),
         "everything acknowledged leaves the spool"
