@@ -13,6 +13,7 @@ use gpuledger_processor::api::auth::{TokenSpec, Tokens};
 use gpuledger_processor::api::k8s::K8sMapping;
 use gpuledger_processor::api::{self, ApiState, waiters};
 use gpuledger_processor::burst_hook::{BurstHook, BurstHookConfig};
+use gpuledger_processor::history::compact;
 use gpuledger_processor::ledger::LedgerConfig;
 use gpuledger_processor::ledger_worker::{self, LedgerWorkerConfig};
 use gpuledger_processor::replay::{self, ReplayConfig};
@@ -36,6 +37,23 @@ enum Command {
     /// Rebuild the ledger state from offset 0 (no output to Kafka) and write
     /// the snapshots a later `run` resumes from.
     Replay(ReplayArgs),
+    /// Merge the small history files of closed days, one file per day and
+    /// Kafka partition, atomically for readers.
+    Compact(CompactArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CompactArgs {
+    #[command(flatten)]
+    history: HistoryArgs,
+
+    /// Tables to compact (repeatable; default: every history table).
+    #[arg(long = "table")]
+    tables: Vec<String>,
+
+    /// Compact the days before this one (`YYYY-MM-DD`, default: today, UTC).
+    #[arg(long)]
+    before: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -168,6 +186,30 @@ async fn main() -> anyhow::Result<()> {
     cli.log.init();
     let shutdown = Shutdown::from_signals();
     match cli.command {
+        Command::Compact(args) => {
+            let before = args
+                .before
+                .unwrap_or_else(|| gpuledger_schemas::Timestamp::now().date_string());
+            let tables: Vec<String> = if args.tables.is_empty() {
+                gpuledger_schemas::tables::all()
+                    .into_iter()
+                    .map(|(t, _)| t.to_owned())
+                    .collect()
+            } else {
+                args.tables
+            };
+            let mut out = std::io::stdout().lock();
+            for table in &tables {
+                for date in compact::closed_days(&args.history.root, table, &before)? {
+                    let done = compact::compact_day(&args.history.root, table, &date)?;
+                    writeln!(
+                        out,
+                        "{table} {date}: {} files -> {} ({} rows)",
+                        done.files_before, done.files_after, done.rows
+                    )?;
+                }
+            }
+        }
         Command::Replay(args) => {
             let config = ReplayConfig {
                 kafka: args.kafka,

@@ -7,6 +7,7 @@
 //! or below the highest offset found. A crash therefore never duplicates or
 //! loses a row.
 
+pub mod compact;
 pub mod layout;
 pub mod ledger;
 pub mod samples;

@@ -33,6 +33,9 @@ pub fn write_file(
     name: &FileName,
     batch: &RecordBatch,
 ) -> std::io::Result<()> {
+    // Shared with other writers; compaction takes it exclusively.
+    let lock = super::compact::lock_file(root, table)?;
+    lock.lock_shared()?;
     let dir = day_dir(root, table, date);
     std::fs::create_dir_all(&dir)?;
     let final_name = name.render();
