@@ -10,6 +10,7 @@ pub mod history;
 pub mod ledger;
 pub mod ledger_worker;
 pub mod metrics;
+pub mod offline;
 pub mod replay;
 pub mod snapshot;
 pub mod telemetry;

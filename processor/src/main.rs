@@ -40,6 +40,24 @@ enum Command {
     /// Merge the small history files of closed days, one file per day and
     /// Kafka partition, atomically for readers.
     Compact(CompactArgs),
+    /// Compute a period's statement straight from an NDJSON ledger file
+    /// (no Kafka, no history): an independent recomputation.
+    Statement(StatementArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct StatementArgs {
+    /// The ledger, one event per line in the JSON form.
+    #[arg(long)]
+    ledger: std::path::PathBuf,
+
+    /// The month, `YYYY-MM`.
+    #[arg(long)]
+    period: String,
+
+    /// How long an admission holds its GE if the attempt never starts (minutes).
+    #[arg(long, default_value_t = 15)]
+    hold_ttl_minutes: i64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -186,6 +204,18 @@ async fn main() -> anyhow::Result<()> {
     cli.log.init();
     let shutdown = Shutdown::from_signals();
     match cli.command {
+        Command::Statement(args) => {
+            let period: gpuledger_schemas::billing::Period =
+                args.period.parse().map_err(anyhow::Error::msg)?;
+            let text = std::fs::read_to_string(&args.ledger)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", args.ledger.display()))?;
+            let config = LedgerConfig {
+                hold_ttl_micros: args.hold_ttl_minutes * 60 * 1_000_000,
+            };
+            let statement = gpuledger_processor::offline::statement(&text, period, config)
+                .map_err(anyhow::Error::msg)?;
+            writeln!(std::io::stdout().lock(), "{}", statement.to_json())?;
+        }
         Command::Compact(args) => {
             let before = args
                 .before

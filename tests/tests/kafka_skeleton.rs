@@ -120,10 +120,22 @@ async fn kafka_skeleton_samples_travel_from_collector_to_sql() {
     assert_eq!(dupes[0]["n"], 0);
 
     // Files follow DESIGN §6: samples/date=YYYY-MM-DD/<topic>-<partition>-<first>-<last>.parquet
-    let days: Vec<String> = std::fs::read_dir(format!("{history}/samples"))
+    // (beside the day folders, only the writers' `.lock`).
+    let entries: Vec<String> = std::fs::read_dir(format!("{history}/samples"))
         .unwrap()
         .map(|d| d.unwrap().file_name().into_string().unwrap())
         .collect();
+    let days: Vec<String> = entries
+        .iter()
+        .filter(|e| e.starts_with("date="))
+        .cloned()
+        .collect();
+    assert!(
+        entries
+            .iter()
+            .all(|e| e.starts_with("date=") || e == ".lock"),
+        "{entries:?}"
+    );
     assert!(
         days.contains(&"date=2026-11-03".to_owned())
             && days.contains(&"date=2026-11-04".to_owned()),

@@ -6,30 +6,14 @@ use gpuledger_schemas::{Event, EventBody, Timestamp};
 use super::tests::{decisions, rejections, run};
 use super::*;
 
-/// Everything a statement needs, gathered from applying `lines`: the
-/// applied events, their decisions and the billing segments.
+/// Everything a statement needs, from applying `lines` in order.
 fn facts_of(lines: &[String]) -> (gpuledger_schemas::billing::Facts, Timestamp) {
-    let mut ledger = Ledger::new(LedgerConfig::default());
-    let outcomes = run(&mut ledger, lines);
-    let mut facts = gpuledger_schemas::billing::Facts::new();
-    for (line, outcome) in lines.iter().zip(&outcomes) {
-        let Outcome::Applied {
-            decisions,
-            segments,
-            ..
-        } = outcome
-        else {
-            continue;
-        };
-        facts.observe(&Event::from_json_str(line).unwrap()).unwrap();
-        for d in decisions {
-            facts.observe(d).unwrap();
-        }
-        for s in segments {
-            facts.segment(s.clone());
-        }
-    }
-    (facts, ledger.now().unwrap())
+    let events: Vec<Event> = lines
+        .iter()
+        .map(|l| Event::from_json_str(l).unwrap())
+        .collect();
+    let folded = crate::offline::fold(&events, LedgerConfig::default()).unwrap();
+    (folded.facts, folded.now.unwrap())
 }
 
 #[test]
