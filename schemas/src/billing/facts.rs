@@ -140,6 +140,38 @@ pub struct Facts {
     usage: Vec<UsageRecord>,
     /// Tenants with a policy, and since when.
     tenants: BTreeMap<String, Timestamp>,
+    /// Compute and health credit of closed segments already priced; cleared
+    /// whenever a price book, inventory or health report arrives.
+    #[serde(skip)]
+    priced: PricedCache,
+}
+
+/// (pool, job, attempt, segment start, priced from, priced to) → (compute,
+/// health credit).
+type PricedKey = (String, String, i32, Timestamp, Timestamp, Timestamp);
+
+/// A cache that copies empty and compares equal: it only saves work.
+#[derive(Debug, Default)]
+struct PricedCache(std::sync::Mutex<std::collections::HashMap<PricedKey, (Rational, Rational)>>);
+
+impl Clone for PricedCache {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl PartialEq for PricedCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl PricedCache {
+    fn clear(&self) {
+        if let Ok(mut map) = self.0.lock() {
+            map.clear();
+        }
+    }
 }
 
 impl Facts {
@@ -153,6 +185,12 @@ impl Facts {
     /// an error.
     pub fn observe(&mut self, event: &Event) -> Result<(), BillingError> {
         let at = event.envelope.event_time;
+        if matches!(
+            event.body,
+            EventBody::PriceBook(_) | EventBody::NodeInventory(_) | EventBody::DeviceHealth(_)
+        ) {
+            self.priced.clear();
+        }
         match &event.body {
             EventBody::PriceBook(book) => self.books.insert(book.clone())?,
             EventBody::NodeInventory(inv) => self.inventory(inv, at),
@@ -225,6 +263,7 @@ impl Facts {
     /// and usage that ended before it, and inventory and health superseded
     /// before it. Month-to-date figures from `from` on are unchanged.
     pub fn forget_before(&mut self, from: Timestamp) {
+        self.priced.clear();
         self.usage.retain(|u| u.start >= from);
         for pool in self.pools.values_mut() {
             pool.segments.retain(|_, s| s.end.is_none_or(|e| e > from));
@@ -352,6 +391,35 @@ impl Facts {
             }
         }
         Ok(total)
+    }
+
+    /// `price()` of a segment over [from, to), remembered when the segment
+    /// is closed and [from, to) covers its end (so it cannot change until
+    /// a book, inventory or health report arrives).
+    pub(super) fn priced(
+        &self,
+        segment: &Segment,
+        from: Timestamp,
+        to: Timestamp,
+        price: impl FnOnce() -> Result<(Rational, Rational), BillingError>,
+    ) -> Result<(Rational, Rational), BillingError> {
+        let settled = segment.end == Some(to);
+        let key = (
+            segment.pool.clone(),
+            segment.job_id.clone(),
+            segment.attempt,
+            segment.start,
+            from,
+            to,
+        );
+        if settled && let Some(hit) = self.priced.0.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(hit);
+        }
+        let value = price()?;
+        if settled && let Ok(mut map) = self.priced.0.lock() {
+            map.insert(key, value.clone());
+        }
+        Ok(value)
     }
 
     /// The compute amount of `segment` over [from, to) ⊆ its span.

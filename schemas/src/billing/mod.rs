@@ -30,7 +30,7 @@ use crate::exact::{Decimal, Rational};
 use crate::pricing::{PricingError, StatementLine, egress_amount, overhead_amount, storage_amount};
 use crate::time::Timestamp;
 
-use pool::{PoolFigures, TenantPoolFigures};
+use pool::{PoolFigures, Scope, TenantPoolFigures};
 
 /// Why a statement could not be computed.
 pub type BillingError = PricingError;
@@ -53,7 +53,7 @@ pub fn statement(facts: &Facts, period: Period, now: Timestamp) -> Result<Statem
     }
     let mut unallocated = Rational::zero();
     for pool in facts.pools() {
-        let figures = pool::figures(facts, &pool, from, to)?;
+        let figures = pool::figures(facts, &pool, from, to, Scope::Pool)?;
         unallocated = unallocated + figures.unallocated.clone();
         let PoolFigures {
             tenants: by_tenant, ..
@@ -152,7 +152,7 @@ pub fn month_to_date(
 ) -> Result<(Rational, Rational), BillingError> {
     let period = Period::containing(now);
     let from = period.start();
-    let mut figures = pool::figures(facts, pool, from, now.max(from))?;
+    let mut figures = pool::figures(facts, pool, from, now.max(from), Scope::Tenant(tenant))?;
     let mut f = figures.tenants.remove(tenant).unwrap_or_default();
     add_usage(facts, pool, tenant, from, period.end(), &mut f)?;
     let rounded: Rational = f

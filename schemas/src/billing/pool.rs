@@ -36,11 +36,31 @@ pub(super) struct PoolFigures {
     pub(super) unallocated: Rational,
 }
 
+/// Whose figures to work out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Scope<'a> {
+    /// Every tenant, unallocated capacity and its shares: a statement.
+    Pool,
+    /// One tenant's own lines only (no unallocated capacity, no shared
+    /// idle): what budgets need, at a fraction of the work.
+    Tenant(&'a str),
+}
+
+impl Scope<'_> {
+    fn covers(self, tenant: &str) -> bool {
+        match self {
+            Scope::Pool => true,
+            Scope::Tenant(t) => t == tenant,
+        }
+    }
+}
+
 pub(super) fn figures(
     facts: &Facts,
     name: &str,
     from: Timestamp,
     to: Timestamp,
+    scope: Scope<'_>,
 ) -> Result<PoolFigures, BillingError> {
     let mut out = PoolFigures::default();
     let Some(pool) = facts.pool(name) else {
@@ -49,8 +69,8 @@ pub(super) fn figures(
     if to <= from {
         return Ok(out);
     }
-    segments(facts, name, pool, from, to, &mut out)?;
-    sweep(facts, name, pool, from, to, &mut out)?;
+    segments(facts, name, pool, from, to, scope, &mut out)?;
+    sweep(facts, name, pool, from, to, scope, &mut out)?;
     Ok(out)
 }
 
@@ -61,6 +81,7 @@ fn segments(
     pool: &PoolFacts,
     from: Timestamp,
     to: Timestamp,
+    scope: Scope<'_>,
     out: &mut PoolFigures,
 ) -> Result<(), BillingError> {
     let mut last_attempt: BTreeMap<&str, i32> = BTreeMap::new();
@@ -72,12 +93,19 @@ fn segments(
             final_state.insert((&s.job_id, s.attempt), state);
         }
     }
-    for s in pool.segments.values() {
+    for s in pool.segments.values().filter(|s| scope.covers(&s.tenant)) {
         let Some((a, b)) = s.within(from, to) else {
             continue;
         };
-        let amount = facts.segment_compute(s, a, b)?;
+        let held = s.ge() * Rational::from_integer(b.as_micros() - a.as_micros());
+        let (amount, credit) = facts.priced(s, a, b, || {
+            Ok((
+                facts.segment_compute(s, a, b)?,
+                health_credit(facts, name, pool, s, a, b)?,
+            ))
+        })?;
         let f = out.tenants.entry(s.tenant.clone()).or_default();
+        f.ge_micros = f.ge_micros.clone() + held;
         let line = match s.kind {
             UseKind::Reserved => StatementLine::ComputeReserved,
             UseKind::Quota => StatementLine::ComputeQuota,
@@ -96,7 +124,6 @@ fn segments(
         {
             f.retried_work = f.retried_work.clone() + amount;
         }
-        let credit = health_credit(facts, name, pool, s, a, b)?;
         if !credit.is_zero() {
             add(&mut f.lines, StatementLine::HealthCredit, -credit);
         }
@@ -250,6 +277,7 @@ fn sweep(
     pool: &PoolFacts,
     from: Timestamp,
     to: Timestamp,
+    scope: Scope<'_>,
     out: &mut PoolFigures,
 ) -> Result<(), BillingError> {
     let model = pool
@@ -262,8 +290,17 @@ fn sweep(
     let Some(model) = model else {
         return Ok(());
     };
+    // A tenant's own figures need the sweep only for its reservations.
+    if let Scope::Tenant(tenant) = scope
+        && !pool
+            .reservations
+            .values()
+            .any(|r| r.tenant == tenant && r.start < to && r.end > from)
+    {
+        return Ok(());
+    }
     let mut changes: BTreeMap<Timestamp, Vec<Change>> = BTreeMap::new();
-    for s in pool.segments.values() {
+    for s in pool.segments.values().filter(|s| scope.covers(&s.tenant)) {
         let Some((a, b)) = s.within(from, to) else {
             continue;
         };
@@ -279,7 +316,11 @@ fn sweep(
             reserved,
         });
     }
-    for r in pool.reservations.values() {
+    for r in pool
+        .reservations
+        .values()
+        .filter(|r| scope.covers(&r.tenant))
+    {
         let (a, b) = (r.start.max(from), r.end.min(to));
         if b <= a {
             continue;
@@ -344,16 +385,7 @@ fn sweep(
             capacity = capacity_at(pool, x);
         }
         let micros = y.as_micros() - x.as_micros();
-        let span = Rational::from_integer(micros);
-        let mut total_held = Rational::zero();
-        for (tenant, ge) in &held {
-            if ge.is_zero() {
-                continue;
-            }
-            total_held = total_held + ge.clone();
-            let f = out.tenants.entry(tenant.clone()).or_default();
-            f.ge_micros = f.ge_micros.clone() + ge * &span;
-        }
+        let total_held: Rational = held.values().cloned().sum();
         let book = facts.books().in_force(name, x);
         let mut unused_charged = Rational::zero();
         for (tenant, ge) in &reserved_ge {
@@ -374,6 +406,9 @@ fn sweep(
                 ge_amount(&unused, micros, &rate),
             );
             unused_charged = unused_charged + unused;
+        }
+        if scope != Scope::Pool {
+            continue;
         }
         let unallocated = (capacity.clone() - total_held - unused_charged).max(Rational::zero());
         if unallocated.is_zero() {
