@@ -1,0 +1,128 @@
+//! The demo's month, two ways: through the real broker, the processor's
+//! four ledger partitions, the Parquet history and the query service; and
+//! recomputed offline from the same NDJSON by `gpuledger-processor
+//! statement` (one partition, no Kafka, no history). The two statements
+//! must be identical to the cent, every line and breakdown.
+
+use std::process::Command;
+use std::time::Duration;
+
+use gpuledger_tests::{
+    Service, WorkDir, binary, create_topics, eventually, post, require_broker, sql,
+    start_processor, unique_prefix,
+};
+
+const ADMIN: &str = "admin-secret-demo-statement";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
+    let bootstrap = require_broker();
+    let prefix = unique_prefix("demostmt");
+    create_topics(&bootstrap, &prefix, 4).await;
+    let work = WorkDir::new("demo-statement");
+    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let generated = Command::new("python3")
+        .arg(format!("{repo}/deploy/local/demo_ledger.py"))
+        .args(["--cluster", "demo-test"])
+        .output()
+        .unwrap();
+    assert!(
+        generated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    let ledger_path = work.path().join("ledger.ndjson");
+    std::fs::write(&ledger_path, &generated.stdout).unwrap();
+    let ledger = String::from_utf8(generated.stdout).unwrap();
+
+    // Offline.
+    let offline = Command::new(binary("gpuledger-processor"))
+        .args([
+            "statement",
+            "--ledger",
+            ledger_path.to_str().unwrap(),
+            "--period",
+            "2026-11",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        offline.status.success(),
+        "{}",
+        String::from_utf8_lossy(&offline.stderr)
+    );
+    let offline: serde_json::Value = serde_json::from_slice(&offline.stdout).unwrap();
+    // The month exercises the rules that matter.
+    let llm = offline["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tenant"] == "team-llm")
+        .unwrap();
+    for line in [
+        "compute_reserved",
+        "compute_burst",
+        "reservation_unused",
+        "health_credit",
+        "shared_idle",
+        "storage",
+        "data_movement",
+        "overhead",
+    ] {
+        assert_ne!(llm["lines"][line], "0.00", "{line} is zero: {llm}");
+    }
+
+    // Live.
+    let mut processor = start_processor(
+        &bootstrap,
+        &prefix,
+        work.path(),
+        &[
+            "--api-token",
+            &format!("admin:{ADMIN}"),
+            "--clock-interval-s",
+            "0",
+            "--flush-interval-ms",
+            "200",
+        ],
+        "processor.log",
+    );
+    let api = processor.wait_for_line("control API listening on ", Duration::from_secs(60));
+    let mut query = Service::start(
+        "gpuledger-query",
+        &[
+            "serve",
+            "--history-root",
+            work.path().join("history").to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &work.path().join("query.log"),
+    );
+    let base_url = query.wait_for_line("listening on ", Duration::from_secs(30));
+    let lines: Vec<&str> = ledger.lines().collect();
+    for chunk in lines.chunks(1_000) {
+        let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), &chunk.join("\n"));
+        assert_eq!(status, 200, "{body}");
+    }
+    eventually(
+        "both pools at the month's end",
+        Duration::from_secs(180),
+        || {
+            let rows = sql(
+            &base_url,
+            "SELECT count(DISTINCT pool) AS n FROM ledger_events WHERE type = 'Clock' AND event_time >= '2026-12-01T00:00:00Z'",
+        )
+        .ok()?;
+            (rows[0]["n"] == 2).then_some(())
+        },
+    );
+    let live: serde_json::Value = ureq::get(&format!("{base_url}/v1/statements?period=2026-11"))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap();
+    assert_eq!(live, offline);
+    processor.kill();
+    query.kill();
+}
