@@ -15,11 +15,11 @@ use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use gpuledger_common::kafka::{EventProducer, KafkaArgs};
 use gpuledger_schemas::events::{AdmissionRequest, ReservationCancel, ReservationRequest};
-use gpuledger_schemas::{Envelope, Event, EventBody, EventType, Timestamp, Topic};
+use gpuledger_schemas::{Envelope, Event, EventBody, Timestamp, Topic};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
-use auth::{Role, Tokens};
+use auth::{Tokens, acting_tenant, may_append, require_scheduler, require_writer, role};
 use k8s::K8sMapping;
 use waiters::{Answer, Key, Waiters};
 
@@ -128,46 +128,6 @@ impl From<gpuledger_common::kafka::Error> for ApiError {
             StatusCode::SERVICE_UNAVAILABLE,
             format!("could not append to the ledger: {e}"),
         )
-    }
-}
-
-fn role<'a>(state: &'a ApiState, headers: &HeaderMap) -> Result<&'a Role, ApiError> {
-    let header = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    state
-        .tokens
-        .role(header)
-        .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "a valid bearer token is required"))
-}
-
-/// Whether `role` may append `event`.
-fn may_append(role: &Role, event: &Event) -> Result<(), String> {
-    let tenant_of = |body: &EventBody| -> Option<String> {
-        match body {
-            EventBody::ReservationRequest(r) => Some(r.tenant.clone()),
-            EventBody::ReservationCancel(r) => Some(r.tenant.clone()),
-            _ => None,
-        }
-    };
-    match role {
-        Role::Admin => Ok(()),
-        Role::Finance => Err("a finance token reads; it cannot append events".to_owned()),
-        Role::Scheduler => match event.event_type() {
-            EventType::Clock | EventType::PriceBook | EventType::TenantPolicy => Err(format!(
-                "{} events need the admin role",
-                event.event_type().name()
-            )),
-            _ => Ok(()),
-        },
-        Role::TeamLead { tenant } => match tenant_of(&event.body) {
-            Some(t) if &t == tenant => Ok(()),
-            Some(t) => Err(format!("a team lead of {tenant:?} cannot act for {t:?}")),
-            None => Err(format!(
-                "a team lead may post reservations only, not {}",
-                event.event_type().name()
-            )),
-        },
     }
 }
 
@@ -300,31 +260,6 @@ struct ReservationBody {
     max_slices: i32,
     start: Timestamp,
     end: Timestamp,
-}
-
-/// Reservations are written by admins, schedulers and team leads (for
-/// their own tenant), never by finance.
-fn require_writer(role: &Role, what: &str) -> Result<(), ApiError> {
-    if *role == Role::Finance {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!("{what}: a finance token reads; it cannot write"),
-        ));
-    }
-    Ok(())
-}
-
-/// The tenant a call acts for: a team lead only ever for its own.
-fn acting_tenant(role: &Role, asked: Option<String>) -> Result<String, ApiError> {
-    match (role, asked) {
-        (Role::TeamLead { tenant }, Some(t)) if &t != tenant => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!("a team lead of {tenant:?} cannot act for {t:?}"),
-        )),
-        (Role::TeamLead { tenant }, _) => Ok(tenant.clone()),
-        (_, Some(t)) => Ok(t),
-        (_, None) => Err(ApiError::new(StatusCode::BAD_REQUEST, "tenant is required")),
-    }
 }
 
 /// `POST /v1/reservations`: asks for capacity over [start, end) and answers
@@ -697,15 +632,4 @@ fn read_ledgers(
             "ledger state unavailable",
         )
     })
-}
-
-/// Admission requests come from schedulers (and admins), not team leads.
-fn require_scheduler(role: &Role, what: &str) -> Result<(), ApiError> {
-    if matches!(role, Role::TeamLead { .. } | Role::Finance) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!("{what}: the scheduler or admin role is needed"),
-        ));
-    }
-    Ok(())
 }
