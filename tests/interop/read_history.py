@@ -18,7 +18,7 @@ def main(root: str, table: str) -> int:
     pattern = f"{root}/{table}/*/*.parquet"
     con = duckdb.connect()
     rows, ids, dates = con.execute(
-        f"""SELECT count(*), count(DISTINCT (source, seq)), list(DISTINCT CAST(date AS VARCHAR) ORDER BY 1)
+        f"""SELECT count(*), count(DISTINCT (source, seq)), list(DISTINCT CAST(date AS VARCHAR))
             FROM read_parquet('{pattern}', hive_partitioning = true)"""
     ).fetchone()
     dataset = ds.dataset(f"{root}/{table}", format="parquet", partitioning="hive", exclude_invalid_files=True)
@@ -26,7 +26,7 @@ def main(root: str, table: str) -> int:
     print(json.dumps({
         "duckdb_rows": rows,
         "duckdb_ids": ids,
-        "dates": dates,
+        "dates": sorted(dates),
         "pyarrow_rows": arrow_table.num_rows,
         "pyarrow_has_date": "date" in arrow_table.column_names,
     }))
