@@ -1,35 +1,27 @@
-"""Reads a gpuledger history table with DuckDB and with pyarrow, as any
-Parquet engine would: Hive partitioning gives the `date` column.
+"""Reads the `samples` history table with DuckDB and with pyarrow, as any
+Parquet engine would (see read_table.py), and counts the distinct sample
+ids (source, seq) DuckDB sees.
 
     read_history.py ROOT TABLE
 
-Prints a JSON object: row counts by each engine, the distinct dates, and
-the number of distinct (source, seq) pairs DuckDB sees.
+Prints read_table.py's JSON object plus `duckdb_ids`.
 """
 
 import json
 import sys
 
 import duckdb
-import pyarrow.dataset as ds
+
+from read_table import read
 
 
 def main(root: str, table: str) -> int:
-    pattern = f"{root}/{table}/*/*.parquet"
-    con = duckdb.connect()
-    rows, ids, dates = con.execute(
-        f"""SELECT count(*), count(DISTINCT (source, seq)), list(DISTINCT CAST(date AS VARCHAR))
-            FROM read_parquet('{pattern}', hive_partitioning = true)"""
+    result = read(root, table)
+    (result["duckdb_ids"],) = duckdb.connect().execute(
+        f"""SELECT count(DISTINCT (source, seq))
+            FROM read_parquet('{root}/{table}/*/*.parquet', hive_partitioning = true)"""
     ).fetchone()
-    dataset = ds.dataset(f"{root}/{table}", format="parquet", partitioning="hive", exclude_invalid_files=True)
-    arrow_table = dataset.to_table()
-    print(json.dumps({
-        "duckdb_rows": rows,
-        "duckdb_ids": ids,
-        "dates": sorted(dates),
-        "pyarrow_rows": arrow_table.num_rows,
-        "pyarrow_has_date": "date" in arrow_table.column_names,
-    }))
+    print(json.dumps(result))
     return 0
 
 

@@ -151,6 +151,36 @@ async fn kafka_worked_example_statement_through_the_whole_pipeline() {
             serde_json::json!({"period": "2026-12", "n": 3, "total": "0.00", "jobs": 0}),
         ]
     );
+    // Every ledger table reads in DuckDB and pyarrow with its `date`
+    // column, row for row as the query service counts it.
+    for table in ["ledger_events", "decisions", "allocations"] {
+        let counted =
+            gpuledger_tests::sql(&base_url, &format!("SELECT count(*) AS n FROM {table}")).unwrap()
+                [0]["n"]
+                .clone();
+        let out = std::process::Command::new(gpuledger_tests::python())
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/interop/read_table.py"
+            ))
+            .arg(&history)
+            .arg(table)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{table}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let read: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(read["duckdb_rows"], counted, "{table}: {read}");
+        assert_eq!(read["pyarrow_rows"], counted, "{table}: {read}");
+        assert_eq!(read["pyarrow_has_date"], true, "{table}: {read}");
+        assert!(
+            !read["dates"].as_array().unwrap().is_empty(),
+            "{table}: {read}"
+        );
+    }
     processor.kill();
     query.kill();
 }
