@@ -43,11 +43,12 @@ api_url=$(sed -n 's/^control API listening on //p' "$work/processor.out")
 [ -n "$api_url" ] || { cat "$work/processor.log"; echo "processor did not start"; exit 1; }
 
 say "Starting the query service"
-"$bin/gpuledger-query" serve --history-root "$history" --listen 127.0.0.1:${GPULEDGER_QUERY_PORT:-0} \
+"$bin/gpuledger-query" serve --history-root "$history" --listen 127.0.0.1:${GPULEDGER_QUERY_PORT:-0} --pg-listen 127.0.0.1:${GPULEDGER_QUERY_PG_PORT:-0} \
   > "$work/query.out" 2> "$work/query.log" &
 pids+=($!)
 for _ in $(seq 1 100); do grep -q listening "$work/query.out" 2>/dev/null && break; sleep 0.1; done
 query_url=$(sed -n 's/^listening on //p' "$work/query.out")
+query_pg=$(sed -n 's/^postgres listening on //p' "$work/query.out")
 [ -n "$query_url" ] || { cat "$work/query.log"; echo "query service did not start"; exit 1; }
 
 say "Simulating a lab pool of 4 nodes × 2 GPUs (one split into MIG 3g+2g+1g+1g) for one hour of 10 s samples"
@@ -127,6 +128,7 @@ PY
 echo
 echo "  SQL API:  curl -H 'content-type: application/json' -d '{\"sql\":\"SELECT count(*) FROM samples\"}' $query_url/v1/sql"
 echo "  Statements: $query_url/v1/statements?period=2026-11 (add &format=csv for CSV)"
+echo "  PostgreSQL: psql -h ${query_pg%:*} -p ${query_pg##*:} -U finance -d gpuledger -c 'SELECT * FROM chargeback LIMIT 5'"
 echo "  Control API: $api_url (token: $admin_token), e.g."
 echo "    curl -H 'Authorization: Bearer $admin_token' --data-binary @ledger.ndjson $api_url/v1/events"
 echo "  History:  $history"

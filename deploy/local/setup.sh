@@ -2,11 +2,13 @@
 # Installs what building, testing and the demo need on a fresh Debian
 # machine, skipping whatever is already there:
 #   - system packages: cmake and libcurl4-openssl-dev (librdkafka's cmake
-#     build), kcat (a Kafka client for checks), maven and a Java 17+ runtime
-#     (the local broker), python3-venv;
+#     build), kcat (a Kafka client for checks), psql (the PostgreSQL wire
+#     protocol's client), maven and a Java 17+ runtime (the local broker),
+#     python3-venv;
 #   - a Python environment with confluent-kafka and fastavro (wire-format
-#     interop tests) and duckdb and pyarrow (reading the Parquet history as
-#     other engines do) in ~/.cache/gpuledger/venv;
+#     interop tests), duckdb and pyarrow (reading the Parquet history as
+#     other engines do) and psycopg (the PostgreSQL wire protocol from
+#     Python) in ~/.cache/gpuledger/venv;
 #   - the Kafka broker jars (deploy/local/kafka.sh fetch).
 set -euo pipefail
 
@@ -23,6 +25,7 @@ need_pkg libcurl4-openssl-dev
 need_pkg kcat
 need_pkg curl
 need_pkg python3-venv
+command -v psql >/dev/null || missing+=(postgresql-client)
 command -v mvn >/dev/null || missing+=(maven)
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
 command -v cc >/dev/null || missing+=(build-essential)
@@ -35,7 +38,7 @@ fi
 
 command -v cargo >/dev/null || { say "cargo is missing: install Rust 1.94 or later (https://rustup.rs)"; exit 1; }
 
-python_packages=(confluent-kafka==2.16.1 fastavro==1.13.1 duckdb==2.0.1 pyarrow==26.0.1)
+python_packages=(confluent-kafka==2.16.1 fastavro==1.13.1 duckdb==2.0.1 pyarrow==26.0.1 'psycopg[binary]==3.3.9')
 stamp="$venv/.installed-$(printf '%s ' "${python_packages[@]}" | md5sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   say "creating the Python environment in $venv"

@@ -7,12 +7,23 @@
 
 use datafusion::common::tree_node::Transformed;
 use datafusion::error::Result;
+use datafusion::execution::context::SQLOptions;
 use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder, TableScanBuilder, col, lit};
 use datafusion::prelude::Column;
 use gpuledger_common::auth::{Role, Tokens};
 
 /// The column that names a row's tenant.
 const TENANT: &str = "tenant";
+
+/// What every caller's SQL may be: no DDL, no DML, no `SET` or other
+/// statements; so no views or external tables of their own, no `COPY` to
+/// or from files.
+pub fn read_only() -> SQLOptions {
+    SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false)
+}
 
 /// What a caller may read.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,14 +11,13 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::dataframe::DataFrame;
-use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
 use gpuledger_common::metrics::{Counter, Metric, render};
 use gpuledger_schemas::billing::Period;
 use serde::Deserialize;
 
-use crate::access::{Access, Gate, Refusal};
+use crate::access::{Access, Gate, Refusal, read_only};
 use crate::encode::{EncodeError, Encoder, Format, Pending};
 use crate::statements::StatementError;
 
@@ -115,14 +114,6 @@ fn bad_request(message: impl Into<String>) -> ApiError {
         status: StatusCode::BAD_REQUEST,
         message: message.into(),
     }
-}
-
-/// Read-only: no DDL, no DML, no `SET` or other statements.
-fn read_only() -> SQLOptions {
-    SQLOptions::new()
-        .with_allow_ddl(false)
-        .with_allow_dml(false)
-        .with_allow_statements(false)
 }
 
 /// `POST /v1/sql`: the answer in the format `Accept` asks for, streamed

@@ -7,6 +7,7 @@ pub mod access;
 pub mod catalog;
 pub mod encode;
 pub mod http;
+pub mod pg;
 pub mod statements;
 pub mod views;
 
@@ -40,6 +41,8 @@ pub struct QueryConfig {
     pub history_root: PathBuf,
     /// Address of the HTTP API (`127.0.0.1:0` picks a free port).
     pub listen: SocketAddr,
+    /// Address of the PostgreSQL wire protocol, if it is served.
+    pub pg_listen: Option<SocketAddr>,
     /// Memory all running queries may hold together; a query past it fails
     /// with "Resources exhausted" instead of taking the service down.
     pub memory_limit_bytes: usize,
@@ -63,37 +66,77 @@ pub fn session(history_root: &std::path::Path, memory_bytes: usize) -> Result<Se
     catalog::register_history(&ctx, history_root)?;
     ctx.register_table("chargeback", Arc::new(views::StatementView::chargeback()))?;
     ctx.register_table("statements", Arc::new(views::StatementView::statements()))?;
+    // What PostgreSQL clients (psql's \d, Grafana) read to list tables and
+    // columns: metadata only, no rows of the history.
+    let default_catalog = ctx
+        .state()
+        .config()
+        .options()
+        .catalog
+        .default_catalog
+        .clone();
+    datafusion_postgres::datafusion_pg_catalog::pg_catalog::setup_pg_catalog(
+        &ctx,
+        &default_catalog,
+        datafusion_postgres::datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider,
+    )
+    .map_err(|e| *e)?;
     Ok(ctx)
 }
 
-/// Binds the HTTP API and calls `on_bound` with the bound address, then
-/// serves until shutdown.
+/// Where the service listens once bound.
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    /// The HTTP API.
+    pub http: SocketAddr,
+    /// The PostgreSQL wire protocol, if served.
+    pub postgres: Option<SocketAddr>,
+}
+
+/// Binds `addr` for `what`, naming the flag to change it if that fails.
+async fn bind(addr: SocketAddr, what: &str, flag: &str) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("cannot listen on {addr} for {what}: {e} (set {flag})"),
+        ))
+    })
+}
+
+/// Binds the HTTP API (and the PostgreSQL protocol if configured), calls
+/// `on_bound` with the bound addresses, then serves until shutdown.
 pub async fn run(
     config: &QueryConfig,
     mut shutdown: Shutdown,
-    on_bound: impl FnOnce(SocketAddr),
+    on_bound: impl FnOnce(Bound),
 ) -> Result<()> {
-    let ctx = session(&config.history_root, config.memory_limit_bytes)?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| {
-            std::io::Error::new(
-                e.kind(),
-                format!(
-                    "cannot listen on {} for the SQL API: {e} (set --listen)",
-                    config.listen
-                ),
-            )
-        })?;
-    let addr = listener.local_addr()?;
-    tracing::info!(%addr, root = %config.history_root.display(), "query service listening");
-    on_bound(addr);
+    let ctx = Arc::new(session(&config.history_root, config.memory_limit_bytes)?);
+    let listener = bind(config.listen, "the SQL API", "--listen").await?;
+    let pg_listener = match config.pg_listen {
+        Some(addr) => Some(bind(addr, "the PostgreSQL protocol", "--pg-listen").await?),
+        None => None,
+    };
+    let bound = Bound {
+        http: listener.local_addr()?,
+        postgres: pg_listener.as_ref().map(|l| l.local_addr()).transpose()?,
+    };
+    tracing::info!(
+        http = %bound.http,
+        postgres = ?bound.postgres,
+        root = %config.history_root.display(),
+        "query service listening"
+    );
+    on_bound(bound);
     let gate = access::Gate::new(config.tokens.clone());
     if gate.is_open() {
         tracing::warn!("no --api-token given: every caller reads every tenant (local use only)");
     }
+    if let Some(pg_listener) = pg_listener {
+        let handlers = pg::Handlers::new(ctx.clone(), gate.clone(), config.query_timeout);
+        tokio::spawn(pg::serve(pg_listener, Arc::new(handlers), shutdown.clone()));
+    }
     let app = http::router(http::AppState {
-        ctx: Arc::new(ctx),
+        ctx,
         timeout: config.query_timeout,
         gate,
     });

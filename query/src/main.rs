@@ -36,6 +36,15 @@ struct ServeArgs {
     #[arg(long, env = "GPULEDGER_QUERY_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
 
+    /// Address of the PostgreSQL wire protocol (the password is a token);
+    /// port 0 picks a free one (printed on stdout). `off` serves none.
+    #[arg(
+        long,
+        env = "GPULEDGER_QUERY_PG_LISTEN",
+        default_value = "127.0.0.1:5433"
+    )]
+    pg_listen: PgListen,
+
     /// Memory all running queries may hold together (MiB).
     #[arg(long, env = "GPULEDGER_QUERY_MEMORY_MB", default_value_t = 2048)]
     memory_limit_mb: usize,
@@ -56,6 +65,23 @@ struct ServeArgs {
     api_tokens: Vec<TokenSpec>,
 }
 
+/// `--pg-listen`: an address, or `off`.
+#[derive(Debug, Clone)]
+struct PgListen(Option<SocketAddr>);
+
+impl std::str::FromStr for PgListen {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "off" {
+            return Ok(PgListen(None));
+        }
+        s.parse()
+            .map(|addr| PgListen(Some(addr)))
+            .map_err(|e| format!("{s:?} is neither an address (127.0.0.1:5433) nor `off`: {e}"))
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -66,14 +92,19 @@ async fn main() -> anyhow::Result<()> {
             let config = QueryConfig {
                 history_root: args.history.root,
                 listen: args.listen,
+                pg_listen: args.pg_listen.0,
                 memory_limit_bytes: args.memory_limit_mb * 1024 * 1024,
                 query_timeout: std::time::Duration::from_secs(args.query_timeout_s),
                 tokens: Tokens::new(&args.api_tokens),
             };
-            gpuledger_query::run(&config, shutdown, |addr| {
-                // The first stdout line is the address, for scripts and tests.
+            gpuledger_query::run(&config, shutdown, |bound| {
+                // The first stdout line is the HTTP address, the second the
+                // PostgreSQL one, for scripts and tests.
                 let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "listening on http://{addr}");
+                let _ = writeln!(out, "listening on http://{}", bound.http);
+                if let Some(postgres) = bound.postgres {
+                    let _ = writeln!(out, "postgres listening on {postgres}");
+                }
                 let _ = out.flush();
             })
             .await?;

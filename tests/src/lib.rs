@@ -258,19 +258,29 @@ impl Service {
 
     /// Reads stdout lines until one starts with `prefix`; returns the rest.
     pub fn wait_for_line(&mut self, prefix: &str, timeout: Duration) -> String {
-        let stdout = self.child.stdout.take().expect("stdout is piped");
+        self.wait_for_lines(&[prefix], timeout).remove(0)
+    }
+
+    /// Reads stdout lines until one has started with each of `prefixes`, in
+    /// that order; returns the rest of each. Stdout can be read once.
+    pub fn wait_for_lines(&mut self, prefixes: &[&str], timeout: Duration) -> Vec<String> {
+        let stdout = self.child.stdout.take().expect("stdout is read once");
         let (tx, rx) = std::sync::mpsc::channel();
-        let wanted = prefix.to_owned();
+        let wanted: Vec<String> = prefixes.iter().map(|p| (*p).to_owned()).collect();
         std::thread::spawn(move || {
+            let mut found = Vec::new();
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(rest) = line.strip_prefix(&wanted) {
-                    let _ = tx.send(rest.to_owned());
-                    return;
+                if let Some(rest) = line.strip_prefix(&wanted[found.len()]) {
+                    found.push(rest.to_owned());
+                    if found.len() == wanted.len() {
+                        let _ = tx.send(found);
+                        return;
+                    }
                 }
             }
         });
         rx.recv_timeout(timeout)
-            .unwrap_or_else(|_| panic!("{} printed no line starting with {prefix:?}", self.name))
+            .unwrap_or_else(|_| panic!("{} printed no lines starting with {prefixes:?}", self.name))
     }
 
     /// Kills it at once (SIGKILL), as a crash would.
@@ -290,6 +300,35 @@ impl Drop for Service {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Starts the query service over `history` on free ports, with `extra`
+/// arguments; returns it, its HTTP base URL and its PostgreSQL address
+/// (`host:port`).
+pub fn start_query(
+    history: impl AsRef<std::path::Path>,
+    extra: &[&str],
+    log: &std::path::Path,
+) -> (Service, String, String) {
+    let history = history.as_ref().to_str().expect("a UTF-8 path");
+    let mut args = vec![
+        "serve",
+        "--history-root",
+        history,
+        "--listen",
+        "127.0.0.1:0",
+        "--pg-listen",
+        "127.0.0.1:0",
+    ];
+    args.extend_from_slice(extra);
+    let mut query = Service::start("gpuledger-query", &args, log);
+    let mut bound = query.wait_for_lines(
+        &["listening on ", "postgres listening on "],
+        Duration::from_secs(30),
+    );
+    let postgres = bound.pop().expect("two lines");
+    let http = bound.pop().expect("two lines");
+    (query, http, postgres)
 }
 
 /// Runs a binary to completion and returns its stdout; panics with its

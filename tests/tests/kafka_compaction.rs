@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use gpuledger_tests::{
-    Service, WorkDir, create_topics, eventually, require_broker, run_to_end, sql, start_processor,
-    unique_prefix,
+    WorkDir, create_topics, eventually, require_broker, run_to_end, sql, start_processor,
+    start_query, unique_prefix,
 };
 
 const TOTALS: &str = "SELECT count(*) AS n, count(DISTINCT concat(source, ':', CAST(seq AS VARCHAR))) AS ids, \
@@ -55,18 +55,8 @@ async fn kafka_compaction_keeps_every_row_once() {
         ],
         "processor.log",
     );
-    let mut query = Service::start(
-        "gpuledger-query",
-        &[
-            "serve",
-            "--history-root",
-            history.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        &work.path().join("query.log"),
-    );
-    let base_url = query.wait_for_line("listening on ", Duration::from_secs(30));
+    let (mut query, base_url, _postgres) =
+        start_query(&history, &[], &work.path().join("query.log"));
     run_to_end(
         "gpuledger-collector",
         &[

@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use gpuledger_tests::{
-    Service, WorkDir, binary, create_topics, eventually, post, require_broker, sql,
-    start_processor, unique_prefix,
+    WorkDir, binary, create_topics, eventually, post, require_broker, sql, start_processor,
+    start_query, unique_prefix,
 };
 
 const ADMIN: &str = "admin-secret-demo-statement";
@@ -88,18 +88,11 @@ async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
         "processor.log",
     );
     let api = processor.wait_for_line("control API listening on ", Duration::from_secs(60));
-    let mut query = Service::start(
-        "gpuledger-query",
-        &[
-            "serve",
-            "--history-root",
-            work.path().join("history").to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ],
+    let (mut query, base_url, _postgres) = start_query(
+        work.path().join("history"),
+        &[],
         &work.path().join("query.log"),
     );
-    let base_url = query.wait_for_line("listening on ", Duration::from_secs(30));
     let lines: Vec<&str> = ledger.lines().collect();
     for chunk in lines.chunks(1_000) {
         let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), &chunk.join("\n"));

@@ -4,11 +4,13 @@
 //! then every bypass attempt below runs as team-search's lead and must give
 //! exactly what an admin gets for the same question asked about
 //! team-search alone. Writes and file access are refused for everyone.
+//! The same attempts run again over the PostgreSQL wire protocol, from
+//! Python's psycopg and from psql, where the password is the token.
 
 use std::time::Duration;
 
 use gpuledger_tests::{
-    Service, WorkDir, call, create_topics, eventually, post, require_broker, start_processor,
+    WorkDir, call, create_topics, eventually, post, require_broker, start_processor, start_query,
     unique_prefix,
 };
 
@@ -205,20 +207,11 @@ async fn kafka_a_team_lead_reads_only_its_tenant() {
     let api = processor.wait_for_line("control API listening on ", Duration::from_secs(60));
     let query_tokens =
         format!("admin:{ADMIN},finance:{FINANCE},lead:team-search:{LEAD},scheduler:{SCHEDULER}");
-    let mut query = Service::start(
-        "gpuledger-query",
-        &[
-            "serve",
-            "--history-root",
-            work.path().join("history").to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--api-token",
-            &query_tokens,
-        ],
+    let (mut query, base_url, postgres) = start_query(
+        work.path().join("history"),
+        &["--api-token", &query_tokens],
         &work.path().join("query.log"),
     );
-    let base_url = query.wait_for_line("listening on ", Duration::from_secs(30));
     let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/examples");
     let ledger = std::fs::read_to_string(examples.join("mig-quota-basics.ndjson")).unwrap();
     let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), &ledger);
@@ -313,6 +306,243 @@ async fn kafka_a_team_lead_reads_only_its_tenant() {
     assert_eq!(status, 200, "{all}");
     assert_eq!(all["tenants"].as_array().unwrap().len(), 3);
     assert_eq!(all["platform"]["total"], "727.34");
+
+    over_postgres(&postgres, &base_url);
     processor.kill();
     query.kill();
+}
+
+/// Runs `queries` (SQL, parameters) over the PostgreSQL protocol with
+/// psycopg, logging in with `token`: per query, its rows or its error.
+fn pg_as(postgres: &str, token: &str, queries: &[(&str, serde_json::Value)]) -> serde_json::Value {
+    let (host, port) = postgres.rsplit_once(':').unwrap();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/pg_client.py");
+    let input: Vec<serde_json::Value> = queries
+        .iter()
+        .map(|(sql, params)| serde_json::json!({"sql": sql, "params": params}))
+        .collect();
+    let mut child = std::process::Command::new(gpuledger_tests::python())
+        .arg(&script)
+        .args([host, port, token])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("python with psycopg (deploy/local/setup.sh installs it)");
+    serde_json::to_writer(child.stdin.take().unwrap(), &input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "pg_client.py failed");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `psql -At -c …` for each command as `token`: its stdout, or its stderr
+/// on failure.
+fn psql_as(postgres: &str, token: &str, commands: &[&str]) -> Result<String, String> {
+    let (host, port) = postgres.rsplit_once(':').unwrap();
+    let mut psql = std::process::Command::new("psql");
+    psql.args([
+        "-h",
+        host,
+        "-p",
+        port,
+        "-U",
+        "lead",
+        "-d",
+        "gpuledger",
+        "-At",
+        "-X",
+    ])
+    .env("PGPASSWORD", token)
+    .env("PGCONNECT_TIMEOUT", "10");
+    for command in commands {
+        psql.args(["-c", command]);
+    }
+    let out = psql
+        .output()
+        .expect("psql (deploy/local/setup.sh installs postgresql-client)");
+    if out.status.success() {
+        Ok(String::from_utf8(out.stdout).unwrap())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// The attempts, refusals and logins again, over the PostgreSQL protocol.
+fn over_postgres(postgres: &str, base_url: &str) {
+    let no_params = || serde_json::Value::Null;
+    let lead_queries: Vec<_> = ATTEMPTS
+        .iter()
+        .map(|(sql, _)| (*sql, no_params()))
+        .collect();
+    let references: Vec<_> = ATTEMPTS
+        .iter()
+        .map(|(_, sql)| (*sql, no_params()))
+        .collect();
+    let seen = pg_as(postgres, LEAD, &lead_queries);
+    let expected = pg_as(postgres, ADMIN, &references);
+    for (i, (lead_sql, _)) in ATTEMPTS.iter().enumerate() {
+        assert!(seen[i].get("error").is_none(), "{lead_sql}: {}", seen[i]);
+        assert_eq!(
+            seen[i]["rows"], expected[i]["rows"],
+            "the lead's {lead_sql:?} over pgwire"
+        );
+        let text = seen[i].to_string();
+        for other in ["team-llm", "team-vision"] {
+            assert!(
+                !text.contains(other),
+                "{lead_sql:?} leaked {other} over pgwire: {text}"
+            );
+        }
+    }
+    // The same answers as over HTTP, for one of them.
+    let http = sql_as(base_url, Some(LEAD), ATTEMPTS[1].0).unwrap();
+    assert_eq!(seen[1]["rows"][0][0], http[0]["n"].to_string());
+
+    // What only the PostgreSQL face has: bound parameters, the catalog
+    // tables psql and Grafana read, client settings.
+    let team_llm = serde_json::json!(["team-llm"]);
+    let pg_only = pg_as(
+        postgres,
+        LEAD,
+        &[
+            (
+                "SELECT count(*) AS n FROM allocations WHERE tenant = %s",
+                team_llm.clone(),
+            ),
+            (
+                "SELECT count(*) AS n FROM allocations WHERE tenant <> %s",
+                team_llm,
+            ),
+            (
+                "SELECT relname FROM pg_catalog.pg_class WHERE relname = 'allocations'",
+                no_params(),
+            ),
+            ("SET search_path = public", no_params()),
+            ("SET TIME ZONE 'UTC'", no_params()),
+            ("SET statement_timeout = '30s'", no_params()),
+            ("SELECT count(*) AS n FROM public.allocations", no_params()),
+            ("BEGIN", no_params()),
+            ("SELECT tenant FROM decisions GROUP BY tenant", no_params()),
+            ("COMMIT", no_params()),
+        ],
+    );
+    assert_eq!(pg_only[0]["rows"], serde_json::json!([["0"]]), "{pg_only}");
+    let own = &seen[1]["rows"];
+    assert_eq!(&pg_only[1]["rows"], own, "{pg_only}");
+    assert_eq!(
+        pg_only[2]["rows"],
+        serde_json::json!([["allocations"]]),
+        "{pg_only}"
+    );
+    assert_eq!(&pg_only[6]["rows"], own, "{pg_only}");
+    assert_eq!(
+        pg_only[8]["rows"],
+        serde_json::json!([["team-search"]]),
+        "{pg_only}"
+    );
+    for answer in pg_only.as_array().unwrap() {
+        assert!(answer.get("error").is_none(), "{pg_only}");
+    }
+
+    // Writes, engine settings and files are refused here too, and the
+    // connection goes on answering after each.
+    for token in [LEAD, ADMIN] {
+        let mut queries: Vec<_> = REFUSED.iter().map(|sql| (*sql, no_params())).collect();
+        queries.push(("SELECT 1 AS one", no_params()));
+        let answers = pg_as(postgres, token, &queries);
+        for (i, statement) in REFUSED.iter().enumerate() {
+            assert!(
+                answers[i].get("error").is_some(),
+                "{statement}: {}",
+                answers[i]
+            );
+        }
+        assert_eq!(answers[REFUSED.len()]["rows"], serde_json::json!([["1"]]));
+    }
+    assert!(!std::path::Path::new("/tmp/gpuledger-leak.csv").exists());
+
+    // Logins: an unknown token and a scheduler's are refused; finance
+    // reads every tenant.
+    for token in ["not-a-token-at-all", SCHEDULER] {
+        let refused = pg_as(postgres, token, &[]);
+        assert!(refused.get("login_error").is_some(), "{token}: {refused}");
+    }
+    let finance = pg_as(
+        postgres,
+        FINANCE,
+        &[(
+            "SELECT DISTINCT tenant FROM allocations ORDER BY tenant",
+            no_params(),
+        )],
+    );
+    assert_eq!(finance[0]["rows"].as_array().unwrap().len(), 3, "{finance}");
+
+    // Grafana's PostgreSQL data source: its macros expand to these
+    // predicates and groupings over a timestamptz column.
+    let grafana = pg_as(
+        postgres,
+        LEAD,
+        &[
+            (
+                "SELECT floor(extract(epoch from start)/3600)*3600 AS \"time\", count(*) AS n \
+                 FROM allocations \
+                 WHERE start BETWEEN '2026-11-01T00:00:00Z' AND '2026-12-01T00:00:00Z' \
+                 GROUP BY 1 ORDER BY 1",
+                no_params(),
+            ),
+            (
+                "SELECT start AS \"time\", tenant AS metric, slices AS value FROM allocations \
+                 WHERE start >= to_timestamp(1793491200) AND start <= to_timestamp(1796083200) \
+                 ORDER BY 1",
+                no_params(),
+            ),
+        ],
+    );
+    let grouped: u64 = grafana[0]["rows"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{grafana}"))
+        .iter()
+        .map(|row| row[1].as_str().unwrap().parse::<u64>().unwrap())
+        .sum();
+    let all_in_november = sql_as(
+        base_url,
+        Some(LEAD),
+        "SELECT count(*) AS n FROM allocations WHERE start >= '2026-11-01T00:00:00Z' AND start < '2026-12-01T00:00:00Z'",
+    )
+    .unwrap();
+    assert_eq!(
+        grouped,
+        all_in_november[0]["n"].as_u64().unwrap(),
+        "{grafana}"
+    );
+    assert!(grouped > 0);
+    assert_eq!(grafana[1]["types"][0], 1184, "timestamptz: {grafana}");
+    let metrics = grafana[1]["rows"].as_array().unwrap();
+    assert_eq!(metrics.len() as u64, grouped, "{grafana}");
+    assert!(
+        metrics.iter().all(|row| row[1] == "team-search"),
+        "{grafana}"
+    );
+
+    // psql: the catalog commands and a query, as the lead.
+    let tables = psql_as(postgres, LEAD, &["\\dt"]).unwrap();
+    assert!(tables.contains("allocations|table"), "{tables}");
+    let columns = psql_as(postgres, LEAD, &["\\d allocations"]).unwrap();
+    assert!(columns.contains("tenant|text"), "{columns}");
+    assert!(
+        columns.contains("start|timestamp with time zone"),
+        "{columns}"
+    );
+    let tenants = psql_as(
+        postgres,
+        LEAD,
+        &["SELECT DISTINCT tenant FROM allocations UNION SELECT DISTINCT tenant FROM decisions"],
+    )
+    .unwrap();
+    assert_eq!(tenants.trim(), "team-search");
+    let denied = psql_as(postgres, "not-a-token-at-all", &["SELECT 1"]).unwrap_err();
+    assert!(
+        denied.contains("password authentication failed"),
+        "{denied}"
+    );
 }

@@ -16,8 +16,8 @@ use std::time::Duration;
 use gpuledger_common::kafka::{EventProducer, KafkaArgs};
 use gpuledger_schemas::{Codec, Event, EventBody, Timestamp};
 use gpuledger_tests::{
-    Service, WorkDir, create_topics, eventually, read_committed, require_broker, run_to_end, sql,
-    start_processor, unique_prefix,
+    WorkDir, create_topics, eventually, read_committed, require_broker, run_to_end, sql,
+    start_processor, start_query, unique_prefix,
 };
 
 const REQUESTS: usize = 10_000;
@@ -216,18 +216,11 @@ async fn kafka_ten_kills_during_10000_admissions_lose_and_repeat_nothing() {
     );
 
     // The history: every row once.
-    let mut query = Service::start(
-        "gpuledger-query",
-        &[
-            "serve",
-            "--history-root",
-            work.path().join("history").to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ],
+    let (mut query, base_url, _postgres) = start_query(
+        work.path().join("history"),
+        &[],
         &work.path().join("query.log"),
     );
-    let base_url = query.wait_for_line("listening on ", Duration::from_secs(30));
     let events_seen = eventually(
         "every ledger event in history",
         Duration::from_secs(60),

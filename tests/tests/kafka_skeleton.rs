@@ -6,8 +6,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use gpuledger_tests::{
-    Service, WorkDir, create_topics, eventually, require_broker, run_to_end, sql, start_processor,
-    unique_prefix,
+    WorkDir, create_topics, eventually, require_broker, run_to_end, sql, start_processor,
+    start_query, unique_prefix,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -26,18 +26,7 @@ async fn kafka_skeleton_samples_travel_from_collector_to_sql() {
         &["--flush-interval-ms", "300"],
         "processor.log",
     );
-    let mut query = Service::start(
-        "gpuledger-query",
-        &[
-            "serve",
-            "--history-root",
-            history,
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        &work.path().join("query.log"),
-    );
-    let base_url = query.wait_for_line("listening on ", Duration::from_secs(30));
+    let (query, base_url, _postgres) = start_query(history, &[], &work.path().join("query.log"));
 
     // 3 nodes × (4 MIG instances + 1 whole GPU) × 40 ticks = 600 samples,
     // starting before midnight so the history spans two days.

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use gpuledger_tests::{
-    Service, WorkDir, create_topics, eventually, post, require_broker, start_processor,
+    WorkDir, create_topics, eventually, post, require_broker, start_processor, start_query,
     unique_prefix,
 };
 
@@ -39,18 +39,8 @@ async fn kafka_worked_example_statement_through_the_whole_pipeline() {
         "processor.log",
     );
     let api = processor.wait_for_line("control API listening on ", Duration::from_secs(60));
-    let mut query = Service::start(
-        "gpuledger-query",
-        &[
-            "serve",
-            "--history-root",
-            history.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        &work.path().join("query.log"),
-    );
-    let base_url = query.wait_for_line("listening on ", Duration::from_secs(30));
+    let (mut query, base_url, _postgres) =
+        start_query(&history, &[], &work.path().join("query.log"));
 
     let ledger = std::fs::read_to_string(examples().join("mig-quota-basics.ndjson")).unwrap();
     let expected: serde_json::Value = serde_json::from_str(

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use gpuledger_tests::{
-    Service, WorkDir, create_topics, eventually, require_broker, sql, start_processor,
+    Service, WorkDir, create_topics, eventually, require_broker, sql, start_processor, start_query,
     unique_prefix,
 };
 
@@ -68,18 +68,7 @@ async fn kafka_telemetry_history_survives_ten_kills() {
         serde_json::from_str(&format!("{{{summary}")).expect("collector summary");
     assert_eq!(summary["samples"], 4000);
 
-    let mut query = Service::start(
-        "gpuledger-query",
-        &[
-            "serve",
-            "--history-root",
-            &history,
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        &work.path().join("query.log"),
-    );
-    let base_url = query.wait_for_line("listening on ", Duration::from_secs(30));
+    let (query, base_url, _postgres) = start_query(&history, &[], &work.path().join("query.log"));
     let row = eventually(
         "every sample in the history",
         Duration::from_secs(90),

@@ -5,9 +5,8 @@
 
 use std::io::Read;
 use std::process::Command;
-use std::time::Duration;
 
-use gpuledger_tests::{Service, WorkDir, python};
+use gpuledger_tests::{WorkDir, python, start_query};
 
 /// 10,000 rows: n = 1..10000 and a label.
 const ROWS: &str = "SELECT n, concat('row-', CAST(n AS VARCHAR)) AS label FROM (SELECT unnest(range(1, 10001)) AS n) ORDER BY n";
@@ -31,20 +30,11 @@ fn ask(base_url: &str, accept: &str, query: &str) -> Result<(String, Vec<u8>), (
 #[test]
 fn query_answers_in_every_format_and_keeps_its_limits() {
     let work = WorkDir::new("formats");
-    let mut query = Service::start(
-        "gpuledger-query",
-        &[
-            "serve",
-            "--history-root",
-            work.path().join("history").to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--query-timeout-s",
-            "2",
-        ],
+    let (mut query, base_url, _postgres) = start_query(
+        work.path().join("history"),
+        &["--query-timeout-s", "2"],
         &work.path().join("query.log"),
     );
-    let base_url = query.wait_for_line("listening on ", Duration::from_secs(30));
 
     let (content_type, json) = ask(&base_url, "application/json", ROWS).unwrap();
     assert_eq!(content_type, "application/json");

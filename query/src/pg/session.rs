@@ -1,0 +1,365 @@
+//! How one PostgreSQL query runs: parsed with PostgreSQL's dialect, client
+//! settings and transaction statements answered by the protocol's hooks,
+//! everything else planned, checked read-only, restricted to what the
+//! login may read and run under the time limit, rows streamed as they come.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::ParamValues;
+use datafusion::error::DataFusionError;
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::{Set, Statement};
+use datafusion_postgres::arrow_pg::datatypes::df::deserialize_parameters;
+use datafusion_postgres::arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch};
+use datafusion_postgres::datafusion_pg_catalog::sql::PostgresCompatibilityParser;
+use datafusion_postgres::hooks::HookClient;
+use datafusion_postgres::hooks::set_show::SetShowHook;
+use datafusion_postgres::hooks::transactions::TransactionStatementHook;
+use datafusion_postgres::pgwire::api::portal::{Format, Portal};
+use datafusion_postgres::pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use datafusion_postgres::pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
+use datafusion_postgres::pgwire::api::store::PortalStore;
+use datafusion_postgres::pgwire::api::{ClientInfo, ClientPortalStore};
+use datafusion_postgres::pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use datafusion_postgres::pgwire::messages::PgWireBackendMessage;
+use datafusion_postgres::pgwire::messages::data::DataRow;
+use datafusion_postgres::pgwire::types::format::FormatOptions;
+use datafusion_postgres::{DfSessionService, Parser, QueryHook};
+use futures::{Sink, StreamExt};
+
+use crate::access::Access;
+
+/// A prepared statement: its text and, unless empty, its parsed form and
+/// plan (the shape `datafusion-postgres`'s parser stores).
+type Prepared = (String, Option<(Statement, LogicalPlan)>);
+
+/// Runs the queries of every PostgreSQL connection.
+pub(crate) struct Session {
+    ctx: Arc<SessionContext>,
+    dialect: PostgresCompatibilityParser,
+    parser: Arc<Parser>,
+    hooks: Vec<Arc<dyn QueryHook>>,
+    timeout: Duration,
+}
+
+impl Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("session", &self.ctx.session_id())
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl Session {
+    pub(crate) fn new(ctx: Arc<SessionContext>, timeout: Duration) -> Self {
+        let hooks: Vec<Arc<dyn QueryHook>> =
+            vec![Arc::new(ClientSettings), Arc::new(TransactionStatementHook)];
+        let parser = DfSessionService::new_with_hooks(ctx.clone(), hooks.clone()).query_parser();
+        Self {
+            ctx,
+            dialect: PostgresCompatibilityParser::new(),
+            parser,
+            hooks,
+            timeout,
+        }
+    }
+
+    /// Runs `plan` for `client`: read-only, restricted to what its login
+    /// may read, within the service's time limit or the client's shorter
+    /// `statement_timeout`.
+    async fn run<C>(&self, client: &C, plan: LogicalPlan, format: &Format) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ?Sized,
+    {
+        let access = client
+            .session_extensions()
+            .get::<Access>()
+            .ok_or_else(|| error("28000", "not logged in"))?;
+        crate::access::read_only()
+            .verify_plan(&plan)
+            .map_err(|e| error("25006", e.to_string()))?;
+        let plan = access.restrict(plan).map_err(engine_error)?;
+        let limit = match statement_timeout(client) {
+            Some(asked) if asked < self.timeout => asked,
+            _ => self.timeout,
+        };
+        let deadline = tokio::time::Instant::now() + limit;
+        let too_slow = || {
+            error(
+                "57014",
+                format!("canceling statement: it ran past {limit:?}"),
+            )
+        };
+        let frame = tokio::time::timeout_at(deadline, self.ctx.execute_logical_plan(plan))
+            .await
+            .map_err(|_| too_slow())?
+            .map_err(engine_error)?;
+        let options = Arc::new(FormatOptions::from_client_metadata(client.metadata()));
+        let fields: Arc<Vec<FieldInfo>> = Arc::new(arrow_schema_to_pg_fields(
+            frame.schema().as_arrow(),
+            format,
+            Some(options),
+        )?);
+        let batches = tokio::time::timeout_at(deadline, frame.execute_stream())
+            .await
+            .map_err(|_| too_slow())?
+            .map_err(engine_error)?;
+        let rows = rows_until(batches, fields.clone(), deadline, limit);
+        Ok(Response::Query(QueryResponse::new(fields, rows)))
+    }
+}
+
+/// Where `SET statement_timeout` leaves the client's limit.
+const STATEMENT_TIMEOUT_MS: &str = "statement_timeout_ms";
+
+/// The time limit the client set for its statements, if any.
+fn statement_timeout<C: ClientInfo + ?Sized>(client: &C) -> Option<Duration> {
+    let ms: u64 = client.metadata().get(STATEMENT_TIMEOUT_MS)?.parse().ok()?;
+    Some(Duration::from_millis(ms))
+}
+
+/// The rows of `batches`, ending in an error if the deadline passes first.
+fn rows_until(
+    batches: SendableRecordBatchStream,
+    fields: Arc<Vec<FieldInfo>>,
+    deadline: tokio::time::Instant,
+    limit: Duration,
+) -> impl futures::Stream<Item = PgWireResult<DataRow>> + Send + 'static {
+    futures::stream::unfold(Some(batches), move |batches| {
+        let fields = fields.clone();
+        async move {
+            let mut batches = batches?;
+            let rows: Vec<PgWireResult<DataRow>> =
+                match tokio::time::timeout_at(deadline, batches.next()).await {
+                    Err(_) => {
+                        let message = format!("canceling statement: it ran past {limit:?}");
+                        return Some((vec![Err(error("57014", message))], None));
+                    }
+                    Ok(None) => return None,
+                    Ok(Some(Err(e))) => return Some((vec![Err(engine_error(e))], None)),
+                    Ok(Some(Ok(batch))) => encode_recordbatch(fields.clone(), batch).collect(),
+                };
+            Some((rows, Some(batches)))
+        }
+    })
+    .flat_map(futures::stream::iter)
+}
+
+/// An `ERROR` with SQLSTATE `code`.
+fn error(code: &str, message: impl Into<String>) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "ERROR".to_owned(),
+        code.to_owned(),
+        message.into(),
+    )))
+}
+
+/// The engine's own message, as PostgreSQL's "internal error" class.
+fn engine_error(e: DataFusionError) -> PgWireError {
+    match e {
+        DataFusionError::ResourcesExhausted(message) => error("53200", message),
+        DataFusionError::Plan(_) | DataFusionError::SQL(..) | DataFusionError::SchemaError(..) => {
+            error("42000", e.to_string())
+        }
+        other => error("XX000", other.to_string()),
+    }
+}
+
+/// The values of `portal`'s parameters, typed as `plan` expects them.
+fn parameters(portal: &Portal<Prepared>, plan: &LogicalPlan) -> PgWireResult<ParamValues> {
+    let types: HashMap<String, Option<DataType>> =
+        plan.get_parameter_types().map_err(engine_error)?;
+    let mut ordered: Vec<(usize, Option<DataType>)> = types
+        .into_iter()
+        .map(|(id, data_type)| {
+            let position = id.trim_start_matches('$').parse().unwrap_or(usize::MAX);
+            (position, data_type)
+        })
+        .collect();
+    ordered.sort_by_key(|(position, _)| *position);
+    let refs: Vec<Option<&DataType>> = ordered.iter().map(|(_, t)| t.as_ref()).collect();
+    deserialize_parameters(portal, &refs)
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Session {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let statements = self
+            .dialect
+            .parse(query)
+            .map_err(|e| error("42601", e.to_string()))?;
+        if statements.is_empty() {
+            return Ok(vec![Response::EmptyQuery]);
+        }
+        let mut responses = Vec::with_capacity(statements.len());
+        'statements: for statement in statements {
+            for hook in &self.hooks {
+                if let Some(answer) = hook
+                    .handle_simple_query(&statement, &self.ctx, client)
+                    .await
+                {
+                    responses.push(answer?);
+                    continue 'statements;
+                }
+            }
+            let plan = self
+                .ctx
+                .state()
+                .statement_to_plan(DfStatement::Statement(Box::new(statement)))
+                .await
+                .map_err(engine_error)?;
+            responses.push(self.run(client, plan, &Format::UnifiedText).await?);
+        }
+        Ok(responses)
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Session {
+    type Statement = Prepared;
+    type QueryParser = Parser;
+
+    fn query_parser(&self) -> Arc<Parser> {
+        self.parser.clone()
+    }
+
+    async fn do_query<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<Prepared>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let (_, Some((statement, plan))) = &portal.statement.statement else {
+            return Ok(Response::EmptyQuery);
+        };
+        let no_parameters = ParamValues::List(vec![]);
+        for hook in &self.hooks {
+            if let Some(answer) = hook
+                .handle_extended_query(statement, plan, &no_parameters, &self.ctx, client)
+                .await
+            {
+                return answer;
+            }
+        }
+        let values = parameters(portal, plan)?;
+        let plan = plan
+            .clone()
+            .replace_params_with_values(&values)
+            .map_err(engine_error)?;
+        self.run(client, plan, &portal.result_column_format).await
+    }
+}
+
+/// `SET` and `SHOW` for what belongs to the client's connection (time
+/// zone, date style, statement timeout, application name …), answered by
+/// `datafusion-postgres`'s hook. The engine's own settings are shared by
+/// every connection, so `SET datafusion.…` is refused; any other `SET` a
+/// driver sends is acknowledged and ignored.
+#[derive(Debug)]
+struct ClientSettings;
+
+/// The `SET` statements whose effect stays within the connection.
+fn is_client_setting(set: &Set) -> bool {
+    match set {
+        Set::SingleAssignment {
+            scope: None,
+            hivevar: false,
+            variable,
+            ..
+        } => matches!(
+            variable.to_string().to_lowercase().as_str(),
+            "statement_timeout"
+                | "datestyle"
+                | "bytea_output"
+                | "intervalstyle"
+                | "application_name"
+                | "extra_float_digits"
+                | "search_path"
+        ),
+        Set::SetTimeZone { local: false, .. } => true,
+        _ => false,
+    }
+}
+
+/// What `ClientSettings` does with `statement` instead of the hook, if
+/// anything.
+fn settings_answer(statement: &Statement) -> Option<PgWireResult<Response>> {
+    let Statement::Set(set) = statement else {
+        return None;
+    };
+    if is_client_setting(set) {
+        return None;
+    }
+    if statement.to_string().to_lowercase().contains("datafusion.") {
+        return Some(Err(error(
+            "25006",
+            "the engine's settings are the service's: SET datafusion.… is not allowed",
+        )));
+    }
+    Some(Ok(Response::Execution(Tag::new("SET"))))
+}
+
+#[async_trait]
+impl QueryHook for ClientSettings {
+    async fn handle_simple_query(
+        &self,
+        statement: &Statement,
+        ctx: &SessionContext,
+        client: &mut dyn HookClient,
+    ) -> Option<PgWireResult<Response>> {
+        if let Some(answer) = settings_answer(statement) {
+            return Some(answer);
+        }
+        SetShowHook
+            .handle_simple_query(statement, ctx, client)
+            .await
+    }
+
+    async fn handle_extended_parse_query(
+        &self,
+        statement: &Statement,
+        ctx: &SessionContext,
+        client: &(dyn ClientInfo + Send + Sync),
+    ) -> Option<PgWireResult<LogicalPlan>> {
+        SetShowHook
+            .handle_extended_parse_query(statement, ctx, client)
+            .await
+    }
+
+    async fn handle_extended_query(
+        &self,
+        statement: &Statement,
+        plan: &LogicalPlan,
+        parameters: &ParamValues,
+        ctx: &SessionContext,
+        client: &mut dyn HookClient,
+    ) -> Option<PgWireResult<Response>> {
+        if let Some(answer) = settings_answer(statement) {
+            return Some(answer);
+        }
+        SetShowHook
+            .handle_extended_query(statement, plan, parameters, ctx, client)
+            .await
+    }
+}
