@@ -14,7 +14,7 @@ use datafusion::dataframe::DataFrame;
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
 use gpuledger_common::metrics::{Counter, Metric, render};
-use gpuledger_schemas::billing::Period;
+use gpuledger_schemas::billing::{Period, Statement};
 use serde::Deserialize;
 
 use crate::access::{Access, Gate, Refusal, read_only};
@@ -44,6 +44,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/sql", post(sql))
         .route("/v1/statements", get(statements))
+        .route("/v1/export/focus", get(export_focus))
         .route("/healthz", get(|| async { "ok\n" }))
         .route(
             "/metrics",
@@ -216,6 +217,86 @@ async fn sql(
         .into_response())
 }
 
+/// The statement of `?period=YYYY-MM` from the history as it stands.
+async fn priced(state: &AppState, period: Option<&str>) -> Result<Statement, ApiError> {
+    let period: Period = period
+        .ok_or_else(|| bad_request("period is required: ?period=YYYY-MM"))?
+        .parse()
+        .map_err(bad_request)?;
+    let work = crate::statements::statement(&state.ctx, period);
+    tokio::time::timeout(state.timeout, work)
+        .await
+        .map_err(|_| ApiError {
+            status: StatusCode::REQUEST_TIMEOUT,
+            message: format!("the statement took longer than {:?}", state.timeout),
+        })?
+        .map_err(|e| match e {
+            StatementError::Pricing(e) => ApiError {
+                status: StatusCode::UNPROCESSABLE_ENTITY,
+                message: e.to_string(),
+            },
+            other => ApiError {
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                message: other.to_string(),
+            },
+        })
+}
+
+/// `GET /v1/export/focus` parameters.
+#[derive(Debug, Deserialize)]
+struct FocusParams {
+    period: Option<String>,
+    /// `csv`, `json`, `parquet` or `arrow`, instead of `Accept`.
+    format: Option<String>,
+}
+
+/// `GET /v1/export/focus?period=YYYY-MM`: the statement's charges as FOCUS
+/// 1.2 rows (a lead's token: its tenant's only), in the format `Accept` or
+/// `format=` asks for.
+async fn export_focus(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(params): Query<FocusParams>,
+) -> Result<Response, ApiError> {
+    let access = access(&state, &headers)?;
+    let format = match params.format.as_deref() {
+        Some("csv") => Format::Csv,
+        Some("json") => Format::Json,
+        Some("parquet") => Format::Parquet,
+        Some("arrow") => Format::Arrow,
+        Some(other) => {
+            return Err(bad_request(format!(
+                "format {other:?} is not one of csv, json, parquet, arrow"
+            )));
+        }
+        None => {
+            let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+            Format::from_accept(accept).map_err(|message| ApiError {
+                status: StatusCode::NOT_ACCEPTABLE,
+                message,
+            })?
+        }
+    };
+    let statement = priced(&state, params.period.as_deref()).await?;
+    let internal = |message: String| ApiError {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        message,
+    };
+    let batch = crate::focus::rows(&statement, &access).map_err(|e| internal(e.to_string()))?;
+    let pending = Pending::default();
+    let encoded = Encoder::new(format, &batch.schema(), pending.clone()).and_then(|mut encoder| {
+        encoder.write(&batch)?;
+        encoder.finish()
+    });
+    encoded.map_err(|e| internal(e.to_string()))?;
+    QUERIES.inc();
+    Ok((
+        [(header::CONTENT_TYPE, format.content_type())],
+        pending.take(),
+    )
+        .into_response())
+}
+
 /// `GET /v1/statements` parameters.
 #[derive(Debug, Deserialize)]
 struct StatementParams {
@@ -240,29 +321,7 @@ async fn statements(
             message: format!("this token reads only its own tenant, not {tenant:?}"),
         });
     }
-    let period: Period = params
-        .period
-        .as_deref()
-        .ok_or_else(|| bad_request("period is required: ?period=YYYY-MM"))?
-        .parse()
-        .map_err(bad_request)?;
-    let work = crate::statements::statement(&state.ctx, period);
-    let mut statement = tokio::time::timeout(state.timeout, work)
-        .await
-        .map_err(|_| ApiError {
-            status: StatusCode::REQUEST_TIMEOUT,
-            message: format!("the statement took longer than {:?}", state.timeout),
-        })?
-        .map_err(|e| match e {
-            StatementError::Pricing(e) => ApiError {
-                status: StatusCode::UNPROCESSABLE_ENTITY,
-                message: e.to_string(),
-            },
-            other => ApiError {
-                status: StatusCode::INTERNAL_SERVER_ERROR,
-                message: other.to_string(),
-            },
-        })?;
+    let mut statement = priced(&state, params.period.as_deref()).await?;
     if let Some(tenant) = &params.tenant {
         statement.tenants.retain(|t| &t.tenant == tenant);
     }

@@ -6,6 +6,7 @@
 pub mod access;
 pub mod catalog;
 pub mod encode;
+pub mod focus;
 pub mod http;
 pub mod pg;
 pub mod statements;

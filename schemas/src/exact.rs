@@ -105,6 +105,48 @@ impl Rational {
         }
     }
 
+    /// Rounds each of `parts` to `digits` so that the rounded parts add up
+    /// exactly to the half-even rounding of their sum: every part is
+    /// rounded down, and the units still missing go one each to the parts
+    /// with the largest remainders (the earlier part on a tie).
+    pub fn apportion(parts: &[Rational], digits: u32) -> Vec<Decimal> {
+        let scale = BigInt::from(10u32).pow(digits);
+        let scaled: Vec<BigRational> = parts
+            .iter()
+            .map(|p| &p.0 * BigRational::from_integer(scale.clone()))
+            .collect();
+        let floors: Vec<BigInt> = scaled.iter().map(|s| s.floor().to_integer()).collect();
+        let total: Rational = parts.iter().cloned().sum();
+        let target =
+            total.round_half_even(digits).value.0 * BigRational::from_integer(scale.clone());
+        let floored: BigInt = floors.iter().sum();
+        // 0 <= missing < parts.len(): the sum of the floors is at most half
+        // a unit below the rounded total, and each floor loses under one.
+        let missing = target.to_integer() - floored;
+        let mut order: Vec<usize> = (0..parts.len()).collect();
+        order.sort_by(|a, b| {
+            let ra = &scaled[*a] - BigRational::from_integer(floors[*a].clone());
+            let rb = &scaled[*b] - BigRational::from_integer(floors[*b].clone());
+            rb.cmp(&ra).then(a.cmp(b))
+        });
+        let mut units = floors;
+        let mut left = missing;
+        for i in order {
+            if left <= BigInt::zero() {
+                break;
+            }
+            units[i] += 1u32;
+            left -= 1u32;
+        }
+        units
+            .into_iter()
+            .map(|u| Decimal {
+                value: Self(BigRational::new(u, scale.clone())),
+                scale: digits,
+            })
+            .collect()
+    }
+
     fn parse_fraction(s: &str) -> Result<Self, ParseNumberError> {
         let err = || ParseNumberError {
             input: s.to_owned(),
@@ -376,6 +418,49 @@ mod tests {
 
     fn r(s: &str) -> Rational {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn apportioned_parts_add_up_to_the_rounded_sum() {
+        let texts = |parts: &[&str]| -> Vec<String> {
+            let parts: Vec<Rational> = parts.iter().map(|p| r(p)).collect();
+            Rational::apportion(&parts, 2)
+                .iter()
+                .map(|d| d.to_string())
+                .collect()
+        };
+        // Rounded down, three sevenths are 0.42 each, three cents short of
+        // round(9/7) = 1.29: each remainder takes one.
+        assert_eq!(texts(&["3/7", "3/7", "3/7"]), ["0.43", "0.43", "0.43"]);
+        assert_eq!(texts(&["1/3", "1/3", "1/3"]), ["0.34", "0.33", "0.33"]);
+        assert_eq!(texts(&["0.005", "0.005"]), ["0.01", "0.00"]);
+        assert_eq!(
+            texts(&["-1/3", "-1/3", "-1/3"]),
+            ["-0.33", "-0.33", "-0.34"]
+        );
+        assert_eq!(texts(&["2.5", "-0.004"]), ["2.50", "0.00"]);
+        assert!(texts(&[]).is_empty());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn apportioning_never_loses_a_cent(
+            parts in proptest::collection::vec((-100_000i64..100_000, 1i64..1_000), 0..20),
+        ) {
+            let parts: Vec<Rational> = parts
+                .iter()
+                .map(|(n, d)| Rational::new(*n, *d).unwrap())
+                .collect();
+            let total: Rational = parts.iter().cloned().sum();
+            let rounded = Rational::apportion(&parts, 2);
+            let sum: Rational = rounded.iter().map(Decimal::to_rational).sum();
+            proptest::prop_assert_eq!(sum, total.round_half_even(2).to_rational());
+            for (part, got) in parts.iter().zip(&rounded) {
+                // Each is within one cent of its exact amount.
+                let off = (got.to_rational() - part.clone()).max(part.clone() - got.to_rational());
+                proptest::prop_assert!(off < r("0.01"));
+            }
+        }
     }
 
     #[test]

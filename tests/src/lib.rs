@@ -403,3 +403,93 @@ pub fn eventually<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> O
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// FOCUS 1.2's mandatory columns and the type a FOCUS reader expects of
+/// each (Decimal, String, DateTime).
+const FOCUS_MANDATORY: [(&str, &str); 21] = [
+    ("BilledCost", "decimal128(38, 2)"),
+    ("BillingAccountId", "string"),
+    ("BillingAccountName", "string"),
+    ("BillingCurrency", "string"),
+    ("BillingPeriodEnd", "timestamp[us, tz=UTC]"),
+    ("BillingPeriodStart", "timestamp[us, tz=UTC]"),
+    ("ChargeCategory", "string"),
+    ("ChargeClass", "string"),
+    ("ChargeDescription", "string"),
+    ("ChargePeriodEnd", "timestamp[us, tz=UTC]"),
+    ("ChargePeriodStart", "timestamp[us, tz=UTC]"),
+    ("ContractedCost", "decimal128(38, 2)"),
+    ("EffectiveCost", "decimal128(38, 2)"),
+    ("InvoiceIssuerName", "string"),
+    ("ListCost", "decimal128(38, 2)"),
+    ("PricingQuantity", "decimal128(38, 12)"),
+    ("PricingUnit", "string"),
+    ("ProviderName", "string"),
+    ("PublisherName", "string"),
+    ("ServiceCategory", "string"),
+    ("ServiceName", "string"),
+];
+
+/// `GET /v1/export/focus?period=…` as Parquet, read by pyarrow (saved in
+/// `dir`): asserts every mandatory column with its type, custom columns
+/// after them, no consumed quantity outside `Usage`, only the categories
+/// we write, and the same rows as CSV; returns what `read_focus.py` read.
+pub fn focus_export(base_url: &str, period: &str, dir: &std::path::Path) -> serde_json::Value {
+    let url = format!("{base_url}/v1/export/focus?period={period}");
+    let response = ureq::get(&url)
+        .set("Accept", "application/vnd.apache.parquet")
+        .call()
+        .unwrap();
+    assert_eq!(response.content_type(), "application/vnd.apache.parquet");
+    let mut parquet = Vec::new();
+    std::io::Read::read_to_end(&mut response.into_reader(), &mut parquet).unwrap();
+    let file = dir.join(format!("focus-{period}.parquet"));
+    std::fs::write(&file, &parquet).unwrap();
+    let out = Command::new(python())
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/interop/read_focus.py"
+        ))
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let types = read["types"].as_object().unwrap();
+    for (column, data_type) in FOCUS_MANDATORY {
+        assert_eq!(
+            types.get(column).and_then(|t| t.as_str()),
+            Some(data_type),
+            "{column}: {read}"
+        );
+    }
+    let names: Vec<&String> = types.keys().collect();
+    let first_custom = names.iter().position(|n| n.starts_with("x_")).unwrap();
+    assert!(
+        names[first_custom..].iter().all(|n| n.starts_with("x_")),
+        "{names:?}"
+    );
+    assert_eq!(read["consumed_outside_usage"], 0, "{read}");
+    for category in read["categories"].as_array().unwrap() {
+        let category = category.as_str().unwrap();
+        assert!(
+            ["Usage", "Credit", "Adjustment"].contains(&category),
+            "{read}"
+        );
+    }
+    let csv = ureq::get(&format!("{url}&format=csv"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    assert!(csv.starts_with("BilledCost,BillingAccountId,"), "{csv}");
+    assert_eq!(
+        csv.lines().count() as u64,
+        1 + read["rows"].as_u64().unwrap()
+    );
+    read
+}

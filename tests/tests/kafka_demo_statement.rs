@@ -116,6 +116,37 @@ async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
         .into_json()
         .unwrap();
     assert_eq!(live, offline);
+
+    // The FOCUS export of that month: every kind of charge, each tenant's
+    // rows adding up to its total.
+    let focus = gpuledger_tests::focus_export(&base_url, "2026-11", work.path());
+    for tenant in live["tenants"].as_array().unwrap() {
+        let name = tenant["tenant"].as_str().unwrap();
+        assert_eq!(
+            focus["billed_by_subaccount"][name], tenant["lines"]["total"],
+            "{name}: {focus}"
+        );
+    }
+    assert_eq!(
+        focus["categories"],
+        serde_json::json!(["Adjustment", "Credit", "Usage"])
+    );
+    for line in [
+        "compute_reserved",
+        "compute_quota",
+        "compute_burst",
+        "reservation_unused",
+        "storage",
+        "data_movement",
+        "health_credit",
+        "shared_idle",
+        "overhead",
+    ] {
+        assert!(
+            focus["lines"].as_array().unwrap().iter().any(|l| l == line),
+            "{line}: {focus}"
+        );
+    }
     processor.kill();
     query.kill();
 }

@@ -74,6 +74,25 @@ async fn kafka_worked_example_statement_through_the_whole_pipeline() {
     assert!(csv.contains("2026-11,USD,team-llm,total,689.47\n"), "{csv}");
     assert_eq!(csv.lines().count(), 1 + 3 * 11, "{csv}");
 
+    // The same charges as FOCUS rows: every tenant's add up to its total.
+    let focus = gpuledger_tests::focus_export(&base_url, "2026-11", work.path());
+    for tenant in expected["tenants"].as_array().unwrap() {
+        let name = tenant["tenant"].as_str().unwrap();
+        assert_eq!(
+            focus["billed_by_subaccount"][name], tenant["lines"]["total"],
+            "{name}: {focus}"
+        );
+    }
+    // The example's money is quota compute and overhead only.
+    assert_eq!(
+        focus["lines"],
+        serde_json::json!(["compute_quota", "overhead"])
+    );
+    assert_eq!(
+        focus["categories"],
+        serde_json::json!(["Adjustment", "Usage"])
+    );
+
     // One tenant; a bad period is named.
     let one: serde_json::Value = ureq::get(&format!("{url}&tenant=team-search"))
         .call()

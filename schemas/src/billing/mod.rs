@@ -11,6 +11,7 @@
 //!
 //! Pure: no I/O, no clock. `now` is always passed in.
 
+mod charges;
 mod facts;
 mod output;
 mod period;
@@ -19,6 +20,7 @@ mod pool;
 #[cfg(test)]
 mod tests;
 
+pub use charges::{Charge, Charged};
 pub use facts::{AttemptEnd, Facts, ReservedWindow, Segment, UseKind};
 pub use output::{Breakdown, PlatformLines, Statement, TenantStatement};
 pub use period::Period;
@@ -59,7 +61,7 @@ pub fn statement(facts: &Facts, period: Period, now: Timestamp) -> Result<Statem
             tenants: by_tenant, ..
         } = figures;
         for (tenant, mut f) in by_tenant {
-            add_usage(facts, &pool, &tenant, from, period_end, &mut f)?;
+            add_usage(facts, &pool, &tenant, from, period_end, &mut f, true)?;
             let entry = tenants.entry(tenant).or_default();
             entry.add_pool(&pool, f);
         }
@@ -79,6 +81,7 @@ pub fn statement(facts: &Facts, period: Period, now: Timestamp) -> Result<Statem
                 from,
                 period_end,
                 &mut f,
+                true,
             )?;
             entry.add_pool(&record.pool, f);
         }
@@ -90,6 +93,7 @@ pub fn statement(facts: &Facts, period: Period, now: Timestamp) -> Result<Statem
         // the period's last instant; then every line summed exactly across
         // pools and rounded once.
         let mut exact: BTreeMap<StatementLine, Rational> = BTreeMap::new();
+        let mut charges = Vec::new();
         for (pool, f) in &figures.pools {
             let subtotal: Rational = f.lines.values().cloned().sum();
             let overhead = if subtotal.is_zero() {
@@ -100,8 +104,21 @@ pub fn statement(facts: &Facts, period: Period, now: Timestamp) -> Result<Statem
             for (line, amount) in &f.lines {
                 add(&mut exact, *line, amount.clone());
             }
+            charges.extend(f.charges.iter().filter(|c| !c.amount.is_zero()).cloned());
+            if !overhead.is_zero() {
+                charges.push(Charge::new(
+                    &tenant,
+                    pool,
+                    StatementLine::Overhead,
+                    Charged::Pool,
+                    (from, to),
+                    None,
+                    overhead.clone(),
+                ));
+            }
             add(&mut exact, StatementLine::Overhead, overhead);
         }
+        charges::apportion(&mut charges, MONEY_DIGITS);
         let mut lines = Vec::new();
         let mut total = Rational::zero();
         for line in StatementLine::ALL.iter().copied() {
@@ -123,6 +140,7 @@ pub fn statement(facts: &Facts, period: Period, now: Timestamp) -> Result<Statem
             tenant,
             lines,
             breakdown,
+            charges,
         });
     }
     let platform_total: Rational = out
@@ -154,7 +172,7 @@ pub fn month_to_date(
     let from = period.start();
     let mut figures = pool::figures(facts, pool, from, now.max(from), Scope::Tenant(tenant))?;
     let mut f = figures.tenants.remove(tenant).unwrap_or_default();
-    add_usage(facts, pool, tenant, from, period.end(), &mut f)?;
+    add_usage(facts, pool, tenant, from, period.end(), &mut f, false)?;
     let rounded: Rational = f
         .lines
         .iter()
@@ -175,7 +193,8 @@ pub fn month_to_date(
 }
 
 /// Storage and data movement of `tenant` in `pool`: records whose `start`
-/// falls in [from, period_end), priced by the book in force at `start`.
+/// falls in [from, period_end), priced by the book in force at `start`;
+/// with `with_charges`, one charge per record too.
 fn add_usage(
     facts: &Facts,
     pool: &str,
@@ -183,6 +202,7 @@ fn add_usage(
     from: Timestamp,
     period_end: Timestamp,
     f: &mut TenantPoolFigures,
+    with_charges: bool,
 ) -> Result<(), BillingError> {
     for record in facts.usage_records() {
         if record.pool != pool
@@ -203,6 +223,24 @@ fn add_usage(
             ),
             UsageKind::IngressBytes => continue,
         };
+        if with_charges {
+            let quantity = match record.kind {
+                UsageKind::EgressBytes => record
+                    .quantity
+                    .to_rational()
+                    .checked_div(&Rational::from_integer(1_000_000_000)),
+                _ => Some(record.quantity.to_rational()),
+            };
+            f.charges.push(Charge::new(
+                tenant,
+                pool,
+                line,
+                Charged::Usage { kind: record.kind },
+                (record.start.max(from), record.end.min(period_end)),
+                quantity,
+                amount.clone(),
+            ));
+        }
         add(&mut f.lines, line, amount);
     }
     Ok(())

@@ -27,6 +27,9 @@ pub struct TenantStatement {
     /// Every line of [`StatementLine`], in statement order, `total` last.
     pub lines: Vec<(StatementLine, Decimal)>,
     pub breakdown: Breakdown,
+    /// What the lines are made of: the `billed` amounts of a line's
+    /// charges add up to the line.
+    pub charges: Vec<super::Charge>,
 }
 
 impl TenantStatement {

@@ -15,6 +15,7 @@ use crate::exact::Rational;
 use crate::pricing::{RateKind, StatementLine, ge_amount};
 use crate::time::Timestamp;
 
+use super::charges::{Charge, Charged};
 use super::facts::{Facts, PoolFacts, Segment, UseKind};
 use super::{BillingError, add};
 
@@ -26,6 +27,8 @@ pub(super) struct TenantPoolFigures {
     pub(super) retried_work: Rational,
     /// GE × microseconds held, all kinds.
     pub(super) ge_micros: Rational,
+    /// What the lines are made of (statements only, not budgets).
+    pub(super) charges: Vec<Charge>,
 }
 
 /// One pool's exact figures.
@@ -122,13 +125,51 @@ fn segments(
             .get(s.job_id.as_str())
             .is_some_and(|l| *l > s.attempt)
         {
-            f.retried_work = f.retried_work.clone() + amount;
+            f.retried_work = f.retried_work.clone() + amount.clone();
         }
         if !credit.is_zero() {
-            add(&mut f.lines, StatementLine::HealthCredit, -credit);
+            add(&mut f.lines, StatementLine::HealthCredit, -credit.clone());
+        }
+        if scope == Scope::Pool {
+            let charged = || Charged::Attempt {
+                job_id: s.job_id.clone(),
+                attempt: s.attempt,
+                kind: s.kind,
+                model: s.model.clone(),
+                slices: s.slices,
+                max_slices: s.max_slices,
+            };
+            let gpu_hours = ge_hours(&s.ge(), b.as_micros() - a.as_micros());
+            f.charges.push(Charge::new(
+                &s.tenant,
+                name,
+                line,
+                charged(),
+                (a, b),
+                Some(gpu_hours),
+                amount,
+            ));
+            if !credit.is_zero() {
+                f.charges.push(Charge::new(
+                    &s.tenant,
+                    name,
+                    StatementLine::HealthCredit,
+                    charged(),
+                    (a, b),
+                    None,
+                    -credit,
+                ));
+            }
         }
     }
     Ok(())
+}
+
+/// GE × `micros` in GPU-hours.
+fn ge_hours(ge: &Rational, micros: i64) -> Rational {
+    (ge.clone() * Rational::from_integer(micros))
+        .checked_div(&Rational::from_integer(3_600_000_000))
+        .unwrap_or_default()
 }
 
 /// Whether `device` is `failed` at `at`: its own health, or its parent's.
@@ -353,6 +394,8 @@ fn sweep(
     let mut reserved_ge: BTreeMap<String, Rational> = BTreeMap::new();
     let mut capacity = capacity_at(pool, from);
     let mut shared = Rational::zero();
+    // Per tenant: unused reserved GPU-hours charged, and when.
+    let mut unused_hours: BTreeMap<String, (Rational, Timestamp, Timestamp)> = BTreeMap::new();
     for w in points.windows(2) {
         let (x, y) = (w[0], w[1]);
         for change in changes.get(&x).into_iter().flatten() {
@@ -405,6 +448,14 @@ fn sweep(
                 StatementLine::ReservationUnused,
                 ge_amount(&unused, micros, &rate),
             );
+            let hours = ge_hours(&unused, micros);
+            unused_hours
+                .entry(tenant.clone())
+                .and_modify(|(h, _, last)| {
+                    *h = h.clone() + hours.clone();
+                    *last = y;
+                })
+                .or_insert((hours, x, y));
             unused_charged = unused_charged + unused;
         }
         if scope != Scope::Pool {
@@ -421,16 +472,46 @@ fn sweep(
         }
         out.unallocated = out.unallocated.clone() + cost;
     }
+    if scope == Scope::Pool {
+        for (tenant, (hours, first, last)) in unused_hours {
+            let f = out.tenants.entry(tenant.clone()).or_default();
+            let amount = f
+                .lines
+                .get(&StatementLine::ReservationUnused)
+                .cloned()
+                .unwrap_or_default();
+            f.charges.push(Charge::new(
+                &tenant,
+                name,
+                StatementLine::ReservationUnused,
+                Charged::UnusedReservations {
+                    model: model.clone(),
+                },
+                (first, last),
+                Some(hours),
+                amount,
+            ));
+        }
+    }
     if !shared.is_zero() {
         let total: Rational = out.tenants.values().map(|f| f.ge_micros.clone()).sum();
-        for f in out.tenants.values_mut() {
+        for (tenant, f) in out.tenants.iter_mut() {
             if f.ge_micros.is_zero() {
                 continue;
             }
             let share = (shared.clone() * f.ge_micros.clone())
                 .checked_div(&total)
                 .unwrap_or_default();
-            add(&mut f.lines, StatementLine::SharedIdle, share);
+            add(&mut f.lines, StatementLine::SharedIdle, share.clone());
+            f.charges.push(Charge::new(
+                tenant,
+                name,
+                StatementLine::SharedIdle,
+                Charged::Pool,
+                (from, to),
+                None,
+                share,
+            ));
         }
     }
     Ok(())

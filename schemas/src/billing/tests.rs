@@ -82,7 +82,31 @@ fn line(statement: &Statement, tenant: &str, line: StatementLine) -> String {
 }
 
 fn november(facts: &Facts, now: &str) -> Statement {
-    statement(facts, "2026-11".parse().unwrap(), ts(now)).unwrap()
+    let statement = statement(facts, "2026-11".parse().unwrap(), ts(now)).unwrap();
+    charges_add_up(&statement);
+    statement
+}
+
+/// Every line (but `total`) is the sum of its charges' billed amounts, and
+/// each billed amount is within a cent of the charge's exact amount.
+fn charges_add_up(statement: &Statement) {
+    for t in &statement.tenants {
+        for (line, amount) in &t.lines {
+            if *line == StatementLine::Total {
+                continue;
+            }
+            let charges: Vec<_> = t.charges.iter().filter(|c| c.line == *line).collect();
+            let billed: Rational = charges.iter().map(|c| c.billed.to_rational()).sum();
+            assert_eq!(billed, amount.to_rational(), "{} {line:?}", t.tenant);
+            for c in charges {
+                let off = c.billed.to_rational() - c.amount.clone();
+                let off = off.clone().max(-off);
+                assert!(off < "0.01".parse().unwrap(), "{c:?}");
+            }
+        }
+        let kinds: std::collections::BTreeSet<_> = t.charges.iter().map(|c| c.line).collect();
+        assert!(!kinds.contains(&StatementLine::Total));
+    }
 }
 
 fn reservation(facts: &mut Facts) {
