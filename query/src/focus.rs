@@ -20,7 +20,7 @@ use datafusion::arrow::array::{
     ArrayRef, Decimal128Builder, Int32Builder, RecordBatch, StringBuilder,
     TimestampMicrosecondBuilder,
 };
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 use gpuledger_schemas::Decimal;
 use gpuledger_schemas::billing::{Charge, Charged, Statement, UseKind};
@@ -29,6 +29,7 @@ use gpuledger_schemas::pricing::StatementLine;
 use gpuledger_schemas::time::Timestamp;
 
 use crate::access::Access;
+use crate::columns::utc;
 
 /// Who issues the charges: the platform running gpuledger.
 const ISSUER: &str = "gpuledger";
@@ -42,10 +43,6 @@ const MONEY_SCALE: u32 = 2;
 /// Quantities: GE of 1/7 makes hours no finite decimal holds.
 const QUANTITY: DataType = DataType::Decimal128(38, 12);
 const QUANTITY_SCALE: u32 = 12;
-
-fn utc() -> DataType {
-    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
-}
 
 /// The columns, in order: (name, type, nullable).
 fn columns() -> Vec<(&'static str, DataType, bool)> {
@@ -243,10 +240,7 @@ fn held(slices: i64, max_slices: i64, model: &str) -> String {
 
 /// An exact decimal as the unscaled `i128` of a `Decimal128(38, scale)`.
 fn unscaled(d: &Decimal, scale: u32) -> Result<i128, ArrowError> {
-    let text = d.as_rational().round_half_even(scale).to_string();
-    text.replace('.', "")
-        .parse()
-        .map_err(|e| ArrowError::ComputeError(format!("{text} is not a decimal: {e}")))
+    crate::columns::unscaled(d.as_rational(), scale)
 }
 
 /// The FOCUS rows of `statement` that `access` may read.

@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod catalog;
+mod columns;
 pub mod encode;
 pub mod focus;
 pub mod http;
@@ -54,7 +55,10 @@ pub struct QueryConfig {
 }
 
 /// A session with the history tables registered, under `memory_bytes`.
-pub fn session(history_root: &std::path::Path, memory_bytes: usize) -> Result<SessionContext> {
+pub async fn session(
+    history_root: &std::path::Path,
+    memory_bytes: usize,
+) -> Result<SessionContext> {
     let config = SessionConfig::new().with_information_schema(true);
     // DataFusion caches a table's file listing forever by default; history
     // grows while the service runs, so every query lists the files anew.
@@ -67,6 +71,14 @@ pub fn session(history_root: &std::path::Path, memory_bytes: usize) -> Result<Se
     catalog::register_history(&ctx, history_root)?;
     ctx.register_table("chargeback", Arc::new(views::StatementView::chargeback()))?;
     ctx.register_table("statements", Arc::new(views::StatementView::statements()))?;
+    ctx.register_table("job_costs", Arc::new(views::StatementView::job_costs()))?;
+    ctx.register_table(
+        "tenant_usage_hourly",
+        Arc::new(views::StatementView::tenant_usage_hourly()),
+    )?;
+    // A view in SQL over the raw samples; the service's own DDL, before
+    // any caller's SQL (which may not define views) is taken.
+    ctx.sql(views::UTILIZATION).await?;
     // What PostgreSQL clients (psql's \d, Grafana) read to list tables and
     // columns: metadata only, no rows of the history.
     let default_catalog = ctx
@@ -111,7 +123,7 @@ pub async fn run(
     mut shutdown: Shutdown,
     on_bound: impl FnOnce(Bound),
 ) -> Result<()> {
-    let ctx = Arc::new(session(&config.history_root, config.memory_limit_bytes)?);
+    let ctx = Arc::new(session(&config.history_root, config.memory_limit_bytes).await?);
     let listener = bind(config.listen, "the SQL API", "--listen").await?;
     let pg_listener = match config.pg_listen {
         Some(addr) => Some(bind(addr, "the PostgreSQL protocol", "--pg-listen").await?),

@@ -117,6 +117,33 @@ async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
         .unwrap();
     assert_eq!(live, offline);
 
+    // Per job attempt, the same money: job_costs adds up to the compute and
+    // credit lines, and tenant_usage_hourly to the GPU-hours of job_costs.
+    let sums = sql(
+        &base_url,
+        "SELECT j.tenant, CAST(sum(j.compute) AS VARCHAR) AS compute, \
+                CAST(sum(j.health_credit) AS VARCHAR) AS credit, \
+                CAST(round(sum(j.gpu_hours), 2) AS VARCHAR) AS hours, \
+                (SELECT CAST(round(sum(u.gpu_hours), 2) AS VARCHAR) FROM tenant_usage_hourly u \
+                  WHERE u.period = '2026-11' AND u.tenant = j.tenant) AS hourly \
+         FROM job_costs j WHERE j.period = '2026-11' GROUP BY j.tenant ORDER BY j.tenant",
+    )
+    .unwrap();
+    assert_eq!(sums.len(), live["tenants"].as_array().unwrap().len());
+    for (row, tenant) in sums.iter().zip(live["tenants"].as_array().unwrap()) {
+        assert_eq!(row["tenant"], tenant["tenant"]);
+        let lines = &tenant["lines"];
+        // Amounts have exactly two digits: add them as cents.
+        let cents = |text: &str| text.replace('.', "").parse::<i64>().unwrap();
+        let compute: i64 = ["compute_reserved", "compute_quota", "compute_burst"]
+            .iter()
+            .map(|l| cents(lines[l].as_str().unwrap()))
+            .sum();
+        assert_eq!(cents(row["compute"].as_str().unwrap()), compute, "{row}");
+        assert_eq!(row["credit"], lines["health_credit"], "{row}");
+        assert_eq!(row["hours"], row["hourly"], "{row}");
+    }
+
     // The FOCUS export of that month: every kind of charge, each tenant's
     // rows adding up to its total.
     let focus = gpuledger_tests::focus_export(&base_url, "2026-11", work.path());

@@ -170,6 +170,24 @@ const ATTEMPTS: &[(&str, &str)] = &[
         "SELECT max(tenant) AS t, min(tenant) AS u FROM decisions",
         "SELECT max(tenant) AS t, min(tenant) AS u FROM decisions WHERE tenant = 'team-search'",
     ),
+    (
+        "SELECT p.pool, (SELECT count(*) FROM allocations a WHERE a.pool = p.pool) AS n \
+         FROM (SELECT DISTINCT pool FROM ledger_events WHERE pool IS NOT NULL) p ORDER BY 1",
+        "SELECT p.pool, (SELECT count(*) FROM allocations a WHERE a.tenant = 'team-search' AND a.pool = p.pool) AS n \
+         FROM (SELECT DISTINCT pool FROM ledger_events WHERE tenant = 'team-search' AND pool IS NOT NULL) p ORDER BY 1",
+    ),
+    (
+        "SELECT tenant, job_id, attempt, CAST(cost AS VARCHAR) AS cost FROM job_costs ORDER BY tenant, job_id, attempt",
+        "SELECT tenant, job_id, attempt, CAST(cost AS VARCHAR) AS cost FROM job_costs WHERE tenant = 'team-search' ORDER BY tenant, job_id, attempt",
+    ),
+    (
+        "SELECT tenant, CAST(sum(gpu_hours) AS VARCHAR) AS h FROM tenant_usage_hourly GROUP BY tenant ORDER BY tenant",
+        "SELECT tenant, CAST(sum(gpu_hours) AS VARCHAR) AS h FROM tenant_usage_hourly WHERE tenant = 'team-search' GROUP BY tenant ORDER BY tenant",
+    ),
+    (
+        "SELECT count(*) AS n FROM utilization",
+        "SELECT count(*) AS n FROM utilization WHERE tenant = 'team-search'",
+    ),
 ];
 
 /// Refused for every token: writes, settings, files.
@@ -230,6 +248,7 @@ async fn kafka_a_team_lead_reads_only_its_tenant() {
         },
     );
 
+    assert!(ATTEMPTS.len() >= 30);
     // The example has all three tenants; the lead sees one.
     let everyone = sql_as(
         &base_url,

@@ -8,6 +8,7 @@
 //! for) comes from `pgwire` and `datafusion-postgres`; what is ours is who
 //! may connect ([`startup`]) and how a query runs ([`session`]).
 
+mod parse;
 mod session;
 mod startup;
 

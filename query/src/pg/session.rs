@@ -3,7 +3,6 @@
 //! everything else planned, checked read-only, restricted to what the
 //! login may read and run under the time limit, rows streamed as they come.
 
-use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,11 +14,10 @@ use datafusion::error::DataFusionError;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
-use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{Set, Statement};
+use datafusion_postgres::QueryHook;
 use datafusion_postgres::arrow_pg::datatypes::df::deserialize_parameters;
 use datafusion_postgres::arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch};
-use datafusion_postgres::datafusion_pg_catalog::sql::PostgresCompatibilityParser;
 use datafusion_postgres::hooks::HookClient;
 use datafusion_postgres::hooks::set_show::SetShowHook;
 use datafusion_postgres::hooks::transactions::TransactionStatementHook;
@@ -32,20 +30,15 @@ use datafusion_postgres::pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use datafusion_postgres::pgwire::messages::PgWireBackendMessage;
 use datafusion_postgres::pgwire::messages::data::DataRow;
 use datafusion_postgres::pgwire::types::format::FormatOptions;
-use datafusion_postgres::{DfSessionService, Parser, QueryHook};
 use futures::{Sink, StreamExt};
 
+use super::parse::{Prepared, SqlParser, parameter_types};
 use crate::access::Access;
-
-/// A prepared statement: its text and, unless empty, its parsed form and
-/// plan (the shape `datafusion-postgres`'s parser stores).
-type Prepared = (String, Option<(Statement, LogicalPlan)>);
 
 /// Runs the queries of every PostgreSQL connection.
 pub(crate) struct Session {
     ctx: Arc<SessionContext>,
-    dialect: PostgresCompatibilityParser,
-    parser: Arc<Parser>,
+    parser: Arc<SqlParser>,
     hooks: Vec<Arc<dyn QueryHook>>,
     timeout: Duration,
 }
@@ -63,10 +56,9 @@ impl Session {
     pub(crate) fn new(ctx: Arc<SessionContext>, timeout: Duration) -> Self {
         let hooks: Vec<Arc<dyn QueryHook>> =
             vec![Arc::new(ClientSettings), Arc::new(TransactionStatementHook)];
-        let parser = DfSessionService::new_with_hooks(ctx.clone(), hooks.clone()).query_parser();
+        let parser = Arc::new(SqlParser::new(ctx.clone(), hooks.clone()));
         Self {
             ctx,
-            dialect: PostgresCompatibilityParser::new(),
             parser,
             hooks,
             timeout,
@@ -155,7 +147,7 @@ fn rows_until(
 }
 
 /// An `ERROR` with SQLSTATE `code`.
-fn error(code: &str, message: impl Into<String>) -> PgWireError {
+pub(crate) fn error(code: &str, message: impl Into<String>) -> PgWireError {
     PgWireError::UserError(Box::new(ErrorInfo::new(
         "ERROR".to_owned(),
         code.to_owned(),
@@ -163,8 +155,8 @@ fn error(code: &str, message: impl Into<String>) -> PgWireError {
     )))
 }
 
-/// The engine's own message, as PostgreSQL's "internal error" class.
-fn engine_error(e: DataFusionError) -> PgWireError {
+/// The engine's own message, with the SQLSTATE class that fits.
+pub(crate) fn engine_error(e: DataFusionError) -> PgWireError {
     match e {
         DataFusionError::ResourcesExhausted(message) => error("53200", message),
         DataFusionError::Plan(_) | DataFusionError::SQL(..) | DataFusionError::SchemaError(..) => {
@@ -176,17 +168,8 @@ fn engine_error(e: DataFusionError) -> PgWireError {
 
 /// The values of `portal`'s parameters, typed as `plan` expects them.
 fn parameters(portal: &Portal<Prepared>, plan: &LogicalPlan) -> PgWireResult<ParamValues> {
-    let types: HashMap<String, Option<DataType>> =
-        plan.get_parameter_types().map_err(engine_error)?;
-    let mut ordered: Vec<(usize, Option<DataType>)> = types
-        .into_iter()
-        .map(|(id, data_type)| {
-            let position = id.trim_start_matches('$').parse().unwrap_or(usize::MAX);
-            (position, data_type)
-        })
-        .collect();
-    ordered.sort_by_key(|(position, _)| *position);
-    let refs: Vec<Option<&DataType>> = ordered.iter().map(|(_, t)| t.as_ref()).collect();
+    let types = parameter_types(plan)?;
+    let refs: Vec<Option<&DataType>> = types.iter().map(Option::as_ref).collect();
     deserialize_parameters(portal, &refs)
 }
 
@@ -199,10 +182,7 @@ impl SimpleQueryHandler for Session {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let statements = self
-            .dialect
-            .parse(query)
-            .map_err(|e| error("42601", e.to_string()))?;
+        let statements = self.parser.parse(query)?;
         if statements.is_empty() {
             return Ok(vec![Response::EmptyQuery]);
         }
@@ -217,12 +197,7 @@ impl SimpleQueryHandler for Session {
                     continue 'statements;
                 }
             }
-            let plan = self
-                .ctx
-                .state()
-                .statement_to_plan(DfStatement::Statement(Box::new(statement)))
-                .await
-                .map_err(engine_error)?;
+            let plan = self.parser.plan(statement).await?;
             responses.push(self.run(client, plan, &Format::UnifiedText).await?);
         }
         Ok(responses)
@@ -232,9 +207,9 @@ impl SimpleQueryHandler for Session {
 #[async_trait]
 impl ExtendedQueryHandler for Session {
     type Statement = Prepared;
-    type QueryParser = Parser;
+    type QueryParser = SqlParser;
 
-    fn query_parser(&self) -> Arc<Parser> {
+    fn query_parser(&self) -> Arc<SqlParser> {
         self.parser.clone()
     }
 

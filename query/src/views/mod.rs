@@ -1,9 +1,34 @@
 //! The statement views (DESIGN §7): `chargeback` (one row per tenant,
-//! period and statement line) and `statements` (one row per tenant and
-//! period, every line a column). They are tables whose rows are computed
-//! when scanned, by the same billing module as `GET /v1/statements`, from
-//! the history as it stands; a filter `period = 'YYYY-MM'` limits the work
-//! to that month. Amounts are `DECIMAL(38, 2)`: exact, already rounded.
+//! period and statement line), `statements` (one row per tenant and
+//! period, every line a column), `job_costs` (one row per job attempt and
+//! period) and `tenant_usage_hourly` (GPU-hours per hour, tenant, pool and
+//! kind). They are tables whose rows are computed when scanned, by the
+//! same billing module as `GET /v1/statements`, from the history as it
+//! stands; a filter `period = 'YYYY-MM'` limits the work to that month.
+//! Amounts are `DECIMAL(38, 2)`: exact, already rounded; a job's amounts
+//! are its charges' shares of the statement lines, so they add up to them.
+
+mod attempts;
+
+/// `utilization`: the raw samples per hour and device (and the tenant and
+/// job holding it). Seconds come from each sample's interval; a sample
+/// counts as idle when its SM activity is known and below 5 % (DESIGN §5).
+/// Power is averaged over samples that report it; an unsupported value is
+/// null, never 0.
+pub(crate) const UTILIZATION: &str = "CREATE VIEW utilization AS \
+    SELECT date_trunc('hour', \"time\") AS \"hour\", \"cluster\", pool, node, model, device_uuid, \
+        parent_gpu_uuid, mig_profile, slices, max_slices, tenant, job_id, \
+        count(*) AS samples, \
+        CAST(sum(interval_ms) AS DOUBLE) / 1000.0 AS covered_s, \
+        CAST(sum(CASE WHEN sm_util_pct < 5 THEN interval_ms ELSE 0 END) AS DOUBLE) / 1000.0 AS idle_s, \
+        avg(sm_util_pct) AS sm_util_pct, \
+        avg(mem_util_pct) AS mem_util_pct, \
+        max(mem_used_bytes) AS mem_used_max_bytes, \
+        max(mem_total_bytes) AS mem_total_bytes, \
+        avg(power_mw) / 1000.0 AS power_w \
+    FROM samples \
+    GROUP BY date_trunc('hour', \"time\"), \"cluster\", pool, node, model, device_uuid, \
+        parent_gpu_uuid, mig_profile, slices, max_slices, tenant, job_id";
 
 use std::sync::Arc;
 
@@ -24,7 +49,7 @@ use gpuledger_schemas::Decimal;
 use gpuledger_schemas::billing::{Period, Statement};
 use gpuledger_schemas::pricing::StatementLine;
 
-use crate::statements;
+use crate::statements::{self, Recorded};
 
 /// Money columns: exact decimals with two fractional digits.
 const MONEY: DataType = DataType::Decimal128(38, 2);
@@ -34,6 +59,8 @@ const MONEY: DataType = DataType::Decimal128(38, 2);
 enum Shape {
     Chargeback,
     Statements,
+    JobCosts,
+    UsageHourly,
 }
 
 /// A statement view.
@@ -87,10 +114,28 @@ impl StatementView {
         }
     }
 
-    fn rows(&self, statements: &[Statement]) -> Result<RecordBatch> {
+    /// `job_costs`: one row per job attempt and period.
+    pub fn job_costs() -> Self {
+        Self {
+            shape: Shape::JobCosts,
+            schema: attempts::job_costs_schema(),
+        }
+    }
+
+    /// `tenant_usage_hourly`: GPU-hours per hour, tenant, pool and kind.
+    pub fn tenant_usage_hourly() -> Self {
+        Self {
+            shape: Shape::UsageHourly,
+            schema: attempts::usage_hourly_schema(),
+        }
+    }
+
+    fn rows(&self, recorded: &Recorded, statements: &[Statement]) -> Result<RecordBatch> {
         let columns = match self.shape {
             Shape::Chargeback => chargeback_columns(statements)?,
             Shape::Statements => statement_columns(statements)?,
+            Shape::JobCosts => attempts::job_costs_columns(recorded, statements)?,
+            Shape::UsageHourly => attempts::usage_hourly_columns(statements)?,
         };
         Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
     }
@@ -98,11 +143,7 @@ impl StatementView {
 
 /// A two-digit decimal as the unscaled `i128` of `DECIMAL(38, 2)`.
 fn cents(d: &Decimal) -> Result<i128> {
-    let value = d.as_rational().round_half_even(2).to_string();
-    value
-        .replace('.', "")
-        .parse()
-        .map_err(|e| DataFusionError::Internal(format!("amount {value} is not a decimal: {e}")))
+    Ok(crate::columns::unscaled(d.as_rational(), 2)?)
 }
 
 fn money() -> Decimal128Builder {
@@ -259,7 +300,7 @@ impl TableProvider for StatementView {
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
             computed.push(statement);
         }
-        let batch = self.rows(&computed)?;
+        let batch = self.rows(&recorded, &computed)?;
         let projection = projection.cloned();
         Ok(MemorySourceConfig::try_new_exec(
             &[vec![batch]],
