@@ -203,6 +203,16 @@ fn describe(c: &Charge) -> Described {
                 sku: Some(kind.as_str().to_owned()),
             }
         }
+        Charged::Energy => Described {
+            category: "Usage",
+            service_category: "Other",
+            service_name: "GPU energy",
+            description: format!("energy used by {}'s devices in pool {pool}", c.tenant),
+            pricing_category: Some("Standard"),
+            reservation: None,
+            resource: Some((pool.clone(), pool.clone(), "GPU pool")),
+            sku: Some("energy".to_owned()),
+        },
         Charged::Pool => {
             let (service_name, description) = if c.line == StatementLine::SharedIdle {
                 (

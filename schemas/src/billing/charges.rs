@@ -31,6 +31,8 @@ pub enum Charged {
     UnusedReservations { model: String },
     /// A usage record: storage GB-hours or egress bytes.
     Usage { kind: UsageKind },
+    /// The energy the tenant's devices used in the pool over the period.
+    Energy,
     /// The tenant's share of the pool's idle capacity, or the pool's
     /// overhead on the tenant's lines.
     Pool,
@@ -48,7 +50,7 @@ pub struct Charge {
     pub end: Timestamp,
     /// What was used, in [`Charge::unit`]s: GPU-hours (GE × hours) for
     /// compute, credit and unused reservations, GB-hours of storage, GB of
-    /// egress; none for shares and overhead.
+    /// egress, kWh of energy; none for shares and overhead.
     pub quantity: Option<Rational>,
     /// Exact, signed (a credit is negative).
     pub amount: Rational,
@@ -89,6 +91,7 @@ impl Charge {
                 kind: UsageKind::StorageGbHours,
             } => Some("GB-Hours"),
             Charged::Usage { .. } => Some("GB"),
+            Charged::Energy => Some("kWh"),
             Charged::Pool => None,
         }
     }

@@ -130,6 +130,41 @@ pub(super) struct PoolFacts {
     pub(super) inventory: Vec<(Timestamp, String, Vec<InventoryDevice>)>,
     /// Health changes per device, in time order.
     pub(super) health: BTreeMap<String, Vec<(Timestamp, HealthState)>>,
+    /// What the GPUs reported, if telemetry was given.
+    #[serde(default)]
+    pub(super) telemetry: Telemetry,
+}
+
+/// What a pool's samples say that statements price: energy and idle time.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(super) struct Telemetry {
+    /// The first and last sample time seen: the span with telemetry.
+    pub(super) span: Option<(Timestamp, Timestamp)>,
+    pub(super) energy: Vec<EnergyUse>,
+    pub(super) idle: Vec<IdleStretch>,
+}
+
+/// Energy a device used over a sample's interval: the delta of its GPU's
+/// counter, of which `slices/max_slices` is the device's.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EnergyUse {
+    pub device_uuid: String,
+    /// The sample's time (the end of the interval the delta covers).
+    pub at: Timestamp,
+    pub delta_mj: i64,
+    pub slices: i64,
+    pub max_slices: i64,
+}
+
+/// A stretch [from, to) in which a device's SM activity was known and
+/// below 5 %.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IdleStretch {
+    pub device_uuid: String,
+    pub from: Timestamp,
+    pub to: Timestamp,
+    pub slices: i64,
+    pub max_slices: i64,
 }
 
 /// Everything statements are computed from.
@@ -244,6 +279,28 @@ impl Facts {
             }
             ReservationOutcome::Rejected => {}
         }
+    }
+
+    /// Notes that `pool` has samples from `first` to `last`: its
+    /// statements then carry `idle_allocated`.
+    pub fn sampled(&mut self, pool: &str, first: Timestamp, last: Timestamp) {
+        let t = &mut self.pools.entry(pool.to_owned()).or_default().telemetry;
+        t.span = Some(match t.span {
+            Some((a, b)) => (a.min(first), b.max(last)),
+            None => (first, last),
+        });
+    }
+
+    /// Takes in the energy one sample's interval used.
+    pub fn energy(&mut self, pool: &str, used: EnergyUse) {
+        let pool = self.pools.entry(pool.to_owned()).or_default();
+        pool.telemetry.energy.push(used);
+    }
+
+    /// Takes in one idle stretch of a device.
+    pub fn idle(&mut self, pool: &str, stretch: IdleStretch) {
+        let pool = self.pools.entry(pool.to_owned()).or_default();
+        pool.telemetry.idle.push(stretch);
     }
 
     /// Takes in one row of `allocations`. A closed row replaces the open

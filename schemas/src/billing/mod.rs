@@ -16,12 +16,13 @@ mod facts;
 mod output;
 mod period;
 mod pool;
+mod telemetry;
 
 #[cfg(test)]
 mod tests;
 
 pub use charges::{Charge, Charged};
-pub use facts::{AttemptEnd, Facts, ReservedWindow, Segment, UseKind};
+pub use facts::{AttemptEnd, EnergyUse, Facts, IdleStretch, ReservedWindow, Segment, UseKind};
 pub use output::{Breakdown, PlatformLines, Statement, TenantStatement};
 pub use period::Period;
 
@@ -274,9 +275,13 @@ impl TenantFigures {
     ) -> Result<Breakdown, BillingError> {
         let mut failed = Rational::zero();
         let mut retried = Rational::zero();
-        for f in self.pools.values() {
+        let mut idle: Option<Rational> = None;
+        for (pool, f) in &self.pools {
             failed = failed + f.failed_work.clone();
             retried = retried + f.retried_work.clone();
+            if let Some(amount) = telemetry::idle_allocated(facts, pool, tenant, from, to)? {
+                idle = Some(idle.unwrap_or_default() + amount);
+            }
         }
         // Jobs completed in the period, and the units they completed.
         let mut completed: BTreeSet<(String, String)> = BTreeSet::new();
@@ -334,7 +339,7 @@ impl TenantFigures {
         Ok(Breakdown {
             failed_work: failed.round_half_even(MONEY_DIGITS),
             retried_work: retried.round_half_even(MONEY_DIGITS),
-            idle_allocated: None,
+            idle_allocated: idle.map(|r| r.round_half_even(MONEY_DIGITS)),
             completed_jobs,
             cost_per_completed_job,
             completed_work_units: unit_jobs

@@ -50,7 +50,7 @@ pub(super) enum Scope<'a> {
 }
 
 impl Scope<'_> {
-    fn covers(self, tenant: &str) -> bool {
+    pub(super) fn covers(self, tenant: &str) -> bool {
         match self {
             Scope::Pool => true,
             Scope::Tenant(t) => t == tenant,
@@ -74,6 +74,10 @@ pub(super) fn figures(
     }
     segments(facts, name, pool, from, to, scope, &mut out)?;
     sweep(facts, name, pool, from, to, scope, &mut out)?;
+    if scope == Scope::Pool {
+        // Energy is only known at the period's end (budgets leave it out).
+        super::telemetry::energy(facts, name, from, to, scope, &mut out);
+    }
     Ok(out)
 }
 

@@ -437,3 +437,93 @@ fn month_to_date_spend_is_rounded_lines_plus_overhead() {
     assert_eq!(spend.round_half_even(4).to_string(), "4.7190");
     assert_eq!(hours.to_string(), "10/7");
 }
+
+#[test]
+fn energy_and_idle_time_come_from_telemetry() {
+    let mut facts = base("usage", "central");
+    facts
+        .observe(&event(
+            r#"{"type":"PriceBook","event_id":"book-2","event_time":"2026-11-01T00:00:00Z","source":"t","cluster":"c","version":2,"effective_from":"2026-11-01T00:00:00Z","currency":"USD","rates":[{"model":"M","reserved_per_gpu_hour":"2.00","quota_per_gpu_hour":"3.00","on_demand_per_gpu_hour":"5.00"}],"storage_per_gb_month":"0.10","egress_per_gb":"0.05","energy_per_kwh":"0.30","overhead_pct":"0","reservation_charge":"usage","idle_distribution":"central"}"#,
+        ))
+        .unwrap();
+    // Tenant a holds G1 (a whole GPU) from 00:00 to 02:00: 2 h × 3.00.
+    facts.segment(segment(
+        "a",
+        "j1",
+        1,
+        UseKind::Quota,
+        (1, 1),
+        &["G1"],
+        "2026-11-02T00:00:00Z",
+        Some("2026-11-02T02:00:00Z"),
+        Some(JobState::Completed),
+    ));
+    facts.sampled("p", ts("2026-11-02T00:00:00Z"), ts("2026-11-02T03:00:00Z"));
+    let energy = |at: &str, delta_mj: i64, slices: i64| EnergyUse {
+        device_uuid: "G1".into(),
+        at: ts(at),
+        delta_mj,
+        slices,
+        max_slices: 7,
+    };
+    // 1 kWh while a held G1: 0.30. Two kWh of which 3/7 is the sampled
+    // device's: 6/7 kWh × 0.30 = 0.2571…. After 02:00 nobody holds G1:
+    // the platform's.
+    facts.energy("p", energy("2026-11-02T01:00:00Z", 3_600_000_000, 7));
+    facts.energy("p", energy("2026-11-02T01:30:00Z", 7_200_000_000, 3));
+    facts.energy("p", energy("2026-11-02T03:00:00Z", 3_600_000_000, 7));
+    let idle = |device: &str, from: &str, to: &str| IdleStretch {
+        device_uuid: device.into(),
+        from: ts(from),
+        to: ts(to),
+        slices: 7,
+        max_slices: 7,
+    };
+    // Idle 01:00–01:30 (1.50) and 01:50–02:10, of which 10 min held (0.50);
+    // G2 idle while nobody held it counts for nobody.
+    facts.idle(
+        "p",
+        idle("G1", "2026-11-02T01:00:00Z", "2026-11-02T01:30:00Z"),
+    );
+    facts.idle(
+        "p",
+        idle("G1", "2026-11-02T01:50:00Z", "2026-11-02T02:10:00Z"),
+    );
+    facts.idle(
+        "p",
+        idle("G2", "2026-11-02T01:00:00Z", "2026-11-02T02:00:00Z"),
+    );
+    let s = november(&facts, "2026-12-01T00:00:00Z");
+    assert_eq!(line(&s, "a", StatementLine::ComputeQuota), "6.00");
+    assert_eq!(line(&s, "a", StatementLine::Energy), "0.56");
+    assert_eq!(line(&s, "a", StatementLine::Total), "6.56");
+    let a = s.tenants.iter().find(|t| t.tenant == "a").unwrap();
+    assert_eq!(
+        a.breakdown.idle_allocated.as_ref().unwrap().to_string(),
+        "2.00"
+    );
+    let energy_charge = a
+        .charges
+        .iter()
+        .find(|c| c.line == StatementLine::Energy)
+        .unwrap();
+    assert_eq!(energy_charge.unit(), Some("kWh"));
+    // 1 + 6/7 kWh.
+    assert_eq!(energy_charge.quantity, Rational::new(13, 7));
+
+    // Without telemetry there is no idle figure at all, not a zero.
+    let mut quiet = base("usage", "central");
+    quiet.segment(segment(
+        "a",
+        "j1",
+        1,
+        UseKind::Quota,
+        (1, 1),
+        &["G1"],
+        "2026-11-02T00:00:00Z",
+        Some("2026-11-02T02:00:00Z"),
+        None,
+    ));
+    let s = november(&quiet, "2026-12-01T00:00:00Z");
+    assert!(s.tenants[0].breakdown.idle_allocated.is_none());
+}
