@@ -126,7 +126,7 @@ impl KafkaArgs {
 pub const PRODUCER_SETTINGS: &[(&str, &str)] = &[
     ("enable.idempotence", "true"),
     ("acks", "all"),
-    ("compression.type", "lz4"),
+    ("compression.type", "zstd"),
     ("linger.ms", "5"),
     ("message.timeout.ms", "120000"),
 ];
