@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use gpuledger_tests::{
-    WorkDir, binary, create_topics, eventually, post, require_broker, sql, start_processor,
-    start_query, unique_prefix,
+    WorkDir, binary, create_topics, eventually, post, require_broker, run_to_end, sql,
+    start_processor, start_query, unique_prefix,
 };
 
 const ADMIN: &str = "admin-secret-demo-statement";
@@ -88,7 +88,7 @@ async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
         "processor.log",
     );
     let api = processor.wait_for_line("control API listening on ", Duration::from_secs(60));
-    let (mut query, base_url, _postgres) = start_query(
+    let (mut query, base_url, postgres) = start_query(
         work.path().join("history"),
         &[],
         &work.path().join("query.log"),
@@ -174,6 +174,51 @@ async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
             "{line}: {focus}"
         );
     }
+
+    // The dashboards: the simulated lab fleet of the demo streams in too,
+    // then every panel's SQL, with Grafana's macros expanded as Grafana
+    // expands them, runs over the PostgreSQL protocol and must give rows of
+    // the shape its panel draws.
+    let simulated = run_to_end(
+        "gpuledger-collector",
+        &[
+            "simulate",
+            "--kafka-bootstrap",
+            &bootstrap,
+            "--topic-prefix",
+            &prefix,
+            "--cluster",
+            "demo-test",
+            "--pool",
+            "lab",
+            "--nodes",
+            "4",
+            "--gpus-per-node",
+            "2",
+            "--ticks",
+            "360",
+            "--start",
+            "2026-11-03T23:30:00Z",
+            "--summary",
+        ],
+    );
+    let simulated: serde_json::Value = serde_json::from_str(&simulated).unwrap();
+    eventually("the lab's samples", Duration::from_secs(90), || {
+        let rows = sql(&base_url, "SELECT count(*) AS n FROM samples").ok()?;
+        (rows[0]["n"] == simulated["samples"]).then_some(())
+    });
+    let (host, port) = postgres.rsplit_once(':').unwrap();
+    let checked = Command::new(gpuledger_tests::python())
+        .arg(format!("{repo}/tests/dashboards/check_panels.py"))
+        .args([host, port])
+        .output()
+        .unwrap();
+    assert!(
+        checked.status.success(),
+        "dashboard panels:\n{}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
     processor.kill();
     query.kill();
 }
