@@ -86,7 +86,48 @@ struct PartitionWorker {
 const TXN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs until shutdown.
+///
+/// A failure of the Kafka client (a broker restart can leave a transaction
+/// unable to commit, or the transaction coordinator not yet loaded when
+/// the producers are made) restarts the worker from the committed offsets
+/// and snapshots, exactly as a new process would start, after a growing
+/// pause; nothing decided is lost or repeated, since decisions are only
+/// ever visible with their committed offsets. Other errors end it.
 pub async fn run(
+    config: &LedgerWorkerConfig,
+    ledgers: SharedLedgers,
+    mut shutdown: Shutdown,
+) -> Result<()> {
+    const FIRST_PAUSE: Duration = Duration::from_secs(1);
+    const LONGEST_PAUSE: Duration = Duration::from_secs(30);
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let started = tokio::time::Instant::now();
+        match run_once(config, ledgers.clone(), shutdown.clone()).await {
+            Err(e @ (Error::Client(_) | Error::Kafka(_))) if !shutdown.is_requested() => {
+                if started.elapsed() > LONGEST_PAUSE * 2 {
+                    pause = FIRST_PAUSE;
+                }
+                tracing::warn!(
+                    error = %e,
+                    ?pause,
+                    "ledger worker stopped on a Kafka error; restarting from the committed offsets"
+                );
+                metrics::LEDGER_WORKER_RESTARTS.inc();
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = shutdown.wait() => return Ok(()),
+                }
+                pause = (pause * 2).min(LONGEST_PAUSE);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// One run of the worker, from the committed offsets until shutdown or
+/// the first error.
+async fn run_once(
     config: &LedgerWorkerConfig,
     ledgers: SharedLedgers,
     mut shutdown: Shutdown,

@@ -23,6 +23,10 @@ pub static DECISION_TRANSACTIONS: Counter = Counter::new(
     "gpuledger_decision_transactions_total",
     "Kafka transactions committed by the ledger worker.",
 );
+pub static LEDGER_WORKER_RESTARTS: Counter = Counter::new(
+    "gpuledger_ledger_worker_restarts_total",
+    "Times the ledger worker restarted from the committed offsets after a Kafka error.",
+);
 pub static SAMPLES_WRITTEN: Counter = Counter::new(
     "gpuledger_samples_written_total",
     "GpuSample rows written durably to the samples table.",
@@ -57,6 +61,7 @@ pub fn all() -> Vec<Metric> {
         &LEDGER_EVENTS_DUPLICATE,
         &DECISIONS_EMITTED,
         &DECISION_TRANSACTIONS,
+        &LEDGER_WORKER_RESTARTS,
         &SAMPLES_WRITTEN,
         &HISTORY_FILES_WRITTEN,
         &TELEMETRY_DEAD_LETTERS,

@@ -1,0 +1,155 @@
+//! Chaos: the demo's month goes in while the processor is killed (SIGKILL)
+//! twice and the broker is stopped and started once; the final statement
+//! must equal the offline recomputation of the same ledger, to the cent.
+//!
+//! Posting a chunk again after a failure is safe: events carry their ids
+//! and the ledger drops duplicates. The broker is restarted only when it is
+//! the local one (`deploy/local/kafka.sh`); against a broker of your own
+//! (`GPULEDGER_KAFKA_BOOTSTRAP`) only the processor is killed.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use gpuledger_tests::{
+    Service, WorkDir, binary, create_topics, eventually, require_broker, sql, start_processor,
+    start_query, unique_prefix,
+};
+
+const ADMIN: &str = "admin-secret-chaos";
+
+fn processor(bootstrap: &str, prefix: &str, work: &std::path::Path, run: u32) -> (Service, String) {
+    let mut p = start_processor(
+        bootstrap,
+        prefix,
+        work,
+        &[
+            "--api-token",
+            &format!("admin:{ADMIN}"),
+            "--clock-interval-s",
+            "0",
+            "--flush-interval-ms",
+            "200",
+        ],
+        &format!("processor-{run}.log"),
+    );
+    let api = p.wait_for_line("control API listening on ", Duration::from_secs(120));
+    (p, api)
+}
+
+/// Posts `body` until the processor accepts it (the broker may be down).
+fn post_until_accepted(api: &str, body: &str) {
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let sent = ureq::post(&format!("{api}/v1/events"))
+            .set("Authorization", &format!("Bearer {ADMIN}"))
+            .timeout(Duration::from_secs(150))
+            .send_string(body);
+        match sent {
+            Ok(r) if r.status() == 200 => return,
+            Ok(r) => eprintln!("events answered {}; again", r.status()),
+            Err(e) => eprintln!("events not accepted ({e}); again"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the processor never took the chunk"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+fn broker(action: &str) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/local/kafka.sh");
+    let status = Command::new(script)
+        .arg(action)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .status()
+        .unwrap();
+    assert!(status.success(), "kafka.sh {action} failed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_chaos_processor_kills_and_a_broker_restart_leave_the_statement_unchanged() {
+    let bootstrap = require_broker();
+    let local_broker = std::env::var_os("GPULEDGER_KAFKA_BOOTSTRAP").is_none();
+    let prefix = unique_prefix("chaos");
+    create_topics(&bootstrap, &prefix, 4).await;
+    let work = WorkDir::new("chaos");
+    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let generated = Command::new("python3")
+        .arg(format!("{repo}/deploy/local/demo_ledger.py"))
+        .args(["--cluster", "chaos"])
+        .output()
+        .unwrap();
+    assert!(generated.status.success());
+    let ledger_path = work.path().join("ledger.ndjson");
+    std::fs::write(&ledger_path, &generated.stdout).unwrap();
+    let ledger = String::from_utf8(generated.stdout).unwrap();
+    let offline = Command::new(binary("gpuledger-processor"))
+        .args(["statement", "--ledger", ledger_path.to_str().unwrap()])
+        .args(["--period", "2026-11"])
+        .output()
+        .unwrap();
+    assert!(offline.status.success());
+    let offline: serde_json::Value = serde_json::from_slice(&offline.stdout).unwrap();
+
+    let mut run = 1;
+    let (mut live, mut api) = processor(&bootstrap, &prefix, work.path(), run);
+    let (mut query, base_url, _postgres) = start_query(
+        work.path().join("history"),
+        &[],
+        &work.path().join("query.log"),
+    );
+    let lines: Vec<&str> = ledger.lines().collect();
+    let chunks: Vec<String> = lines.chunks(500).map(|c| c.join("\n")).collect();
+    let n = chunks.len();
+    for (i, chunk) in chunks.iter().enumerate() {
+        if i == n / 3 || i == 2 * n / 3 {
+            // SIGKILL mid-stream, then a new process on the same state.
+            live.kill();
+            run += 1;
+            (live, api) = processor(&bootstrap, &prefix, work.path(), run);
+        }
+        if i == n / 2 && local_broker {
+            broker("stop");
+            std::thread::sleep(Duration::from_secs(2));
+            broker("start");
+        }
+        post_until_accepted(&api, chunk);
+        assert!(live.is_running(), "the processor exited (run {run})");
+    }
+    eventually(
+        "both pools at the month's end",
+        Duration::from_secs(240),
+        || {
+            let rows = sql(
+                &base_url,
+                "SELECT count(DISTINCT pool) AS n FROM ledger_events \
+                 WHERE type = 'Clock' AND event_time >= '2026-12-01T00:00:00Z'",
+            )
+            .ok()?;
+            (rows[0]["n"] == 2).then_some(())
+        },
+    );
+    let statement = eventually("the statement to settle", Duration::from_secs(60), || {
+        let got: serde_json::Value = ureq::get(&format!("{base_url}/v1/statements?period=2026-11"))
+            .call()
+            .ok()?
+            .into_json()
+            .ok()?;
+        (got == offline).then_some(got)
+    });
+    assert_eq!(statement, offline);
+    // Every ledger event is in the history, once per partition it went
+    // to (a price book goes to every partition).
+    let events = sql(
+        &base_url,
+        "SELECT count(*) AS n, count(DISTINCT event_id) AS ids, \
+                count(DISTINCT concat(CAST(ledger_partition AS VARCHAR), '/', event_id)) AS placed \
+         FROM ledger_events",
+    )
+    .unwrap();
+    assert_eq!(events[0]["ids"], lines.len(), "{events:?}");
+    assert_eq!(events[0]["n"], events[0]["placed"], "{events:?}");
+    live.kill();
+    query.kill();
+}
