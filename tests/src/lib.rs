@@ -235,6 +235,30 @@ pub fn start_processor(
     Service::start("gpuledger-processor", &args, &work.join(log))
 }
 
+/// Starts a processor for a ledger test: `admin` may post events, it
+/// ticks no clock of its own (the ledger carries its `Clock` events) and
+/// flushes history every 200 ms. Returns it and its control API's URL.
+pub fn start_ledger_processor(
+    bootstrap: &str,
+    prefix: &str,
+    work: &std::path::Path,
+    admin: &str,
+    log: &str,
+) -> (Service, String) {
+    let token = format!("admin:{admin}");
+    let extra = [
+        "--api-token",
+        &token,
+        "--clock-interval-s",
+        "0",
+        "--flush-interval-ms",
+        "200",
+    ];
+    let mut processor = start_processor(bootstrap, prefix, work, &extra, log);
+    let api = processor.wait_for_line("control API listening on ", Duration::from_secs(120));
+    (processor, api)
+}
+
 /// A running child process, killed when dropped.
 #[derive(Debug)]
 pub struct Service {
@@ -387,6 +411,39 @@ pub fn sql(base_url: &str, query: &str) -> Result<Vec<serde_json::Value>, String
         )),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// Runs `gpuledger-collector simulate` against the broker with `args`
+/// (pool, nodes, ticks, start…) and returns its JSON summary.
+pub fn simulate(bootstrap: &str, prefix: &str, args: &[&str]) -> serde_json::Value {
+    let mut all = vec![
+        "simulate",
+        "--kafka-bootstrap",
+        bootstrap,
+        "--topic-prefix",
+        prefix,
+        "--summary",
+    ];
+    all.extend_from_slice(args);
+    serde_json::from_str(&run_to_end("gpuledger-collector", &all)).expect("a JSON summary")
+}
+
+/// Waits until `pools` pools' `Clock` events at the month's end (December
+/// 1st 2026) are in the history: the ledger before them is too.
+pub fn wait_for_month_end(base_url: &str, pools: u64) {
+    eventually(
+        "the month's end in history",
+        Duration::from_secs(240),
+        || {
+            let rows = sql(
+                base_url,
+                "SELECT count(DISTINCT pool) AS n FROM ledger_events \
+             WHERE type = 'Clock' AND event_time >= '2026-12-01T00:00:00Z'",
+            )
+            .ok()?;
+            (rows[0]["n"].as_u64() == Some(pools)).then_some(())
+        },
+    );
 }
 
 /// Polls `check` until it gives `Some`, or panics with `what` after `timeout`.

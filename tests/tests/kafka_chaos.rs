@@ -11,29 +11,15 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use gpuledger_tests::{
-    Service, WorkDir, binary, create_topics, eventually, require_broker, sql, start_processor,
-    start_query, unique_prefix,
+    Service, WorkDir, binary, create_topics, eventually, require_broker, sql,
+    start_ledger_processor, start_query, unique_prefix, wait_for_month_end,
 };
 
 const ADMIN: &str = "admin-secret-chaos";
 
 fn processor(bootstrap: &str, prefix: &str, work: &std::path::Path, run: u32) -> (Service, String) {
-    let mut p = start_processor(
-        bootstrap,
-        prefix,
-        work,
-        &[
-            "--api-token",
-            &format!("admin:{ADMIN}"),
-            "--clock-interval-s",
-            "0",
-            "--flush-interval-ms",
-            "200",
-        ],
-        &format!("processor-{run}.log"),
-    );
-    let api = p.wait_for_line("control API listening on ", Duration::from_secs(120));
-    (p, api)
+    let log = format!("processor-{run}.log");
+    start_ledger_processor(bootstrap, prefix, work, ADMIN, &log)
 }
 
 /// Posts `body` until the processor accepts it (the broker may be down).
@@ -117,19 +103,7 @@ async fn kafka_chaos_processor_kills_and_a_broker_restart_leave_the_statement_un
         post_until_accepted(&api, chunk);
         assert!(live.is_running(), "the processor exited (run {run})");
     }
-    eventually(
-        "both pools at the month's end",
-        Duration::from_secs(240),
-        || {
-            let rows = sql(
-                &base_url,
-                "SELECT count(DISTINCT pool) AS n FROM ledger_events \
-                 WHERE type = 'Clock' AND event_time >= '2026-12-01T00:00:00Z'",
-            )
-            .ok()?;
-            (rows[0]["n"] == 2).then_some(())
-        },
-    );
+    wait_for_month_end(&base_url, 2);
     let statement = eventually("the statement to settle", Duration::from_secs(60), || {
         let got: serde_json::Value = ureq::get(&format!("{base_url}/v1/statements?period=2026-11"))
             .call()

@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use gpuledger_tests::{
-    WorkDir, binary, create_topics, eventually, post, require_broker, run_to_end, sql,
-    start_processor, start_query, unique_prefix,
+    WorkDir, binary, create_topics, eventually, post, require_broker, simulate, sql,
+    start_ledger_processor, start_query, unique_prefix, wait_for_month_end,
 };
 
 const ADMIN: &str = "admin-secret-demo-statement";
@@ -73,21 +73,8 @@ async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
     }
 
     // Live.
-    let mut processor = start_processor(
-        &bootstrap,
-        &prefix,
-        work.path(),
-        &[
-            "--api-token",
-            &format!("admin:{ADMIN}"),
-            "--clock-interval-s",
-            "0",
-            "--flush-interval-ms",
-            "200",
-        ],
-        "processor.log",
-    );
-    let api = processor.wait_for_line("control API listening on ", Duration::from_secs(60));
+    let (mut processor, api) =
+        start_ledger_processor(&bootstrap, &prefix, work.path(), ADMIN, "processor.log");
     let (mut query, base_url, postgres) = start_query(
         work.path().join("history"),
         &[],
@@ -98,18 +85,7 @@ async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
         let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), &chunk.join("\n"));
         assert_eq!(status, 200, "{body}");
     }
-    eventually(
-        "both pools at the month's end",
-        Duration::from_secs(180),
-        || {
-            let rows = sql(
-            &base_url,
-            "SELECT count(DISTINCT pool) AS n FROM ledger_events WHERE type = 'Clock' AND event_time >= '2026-12-01T00:00:00Z'",
-        )
-        .ok()?;
-            (rows[0]["n"] == 2).then_some(())
-        },
-    );
+    wait_for_month_end(&base_url, 2);
     let live: serde_json::Value = ureq::get(&format!("{base_url}/v1/statements?period=2026-11"))
         .call()
         .unwrap()
@@ -179,14 +155,10 @@ async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
     // then every panel's SQL, with Grafana's macros expanded as Grafana
     // expands them, runs over the PostgreSQL protocol and must give rows of
     // the shape its panel draws.
-    let simulated = run_to_end(
-        "gpuledger-collector",
+    let simulated = simulate(
+        &bootstrap,
+        &prefix,
         &[
-            "simulate",
-            "--kafka-bootstrap",
-            &bootstrap,
-            "--topic-prefix",
-            &prefix,
             "--cluster",
             "demo-test",
             "--pool",
@@ -199,10 +171,8 @@ async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
             "360",
             "--start",
             "2026-11-03T23:30:00Z",
-            "--summary",
         ],
     );
-    let simulated: serde_json::Value = serde_json::from_str(&simulated).unwrap();
     eventually("the lab's samples", Duration::from_secs(90), || {
         let rows = sql(&base_url, "SELECT count(*) AS n FROM samples").ok()?;
         (rows[0]["n"] == simulated["samples"]).then_some(())

@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use gpuledger_tests::{
-    WorkDir, create_topics, eventually, post, require_broker, run_to_end, sql, start_processor,
-    start_query, unique_prefix,
+    WorkDir, create_topics, eventually, post, require_broker, simulate, sql,
+    start_ledger_processor, start_query, unique_prefix, wait_for_month_end,
 };
 
 const ADMIN: &str = "admin-secret-energy";
@@ -90,36 +90,18 @@ async fn kafka_energy_and_idle_time_from_the_samples() {
     let prefix = unique_prefix("energy");
     create_topics(&bootstrap, &prefix, 2).await;
     let work = WorkDir::new("energy");
-    let tokens = format!("admin:{ADMIN}");
-    let mut processor = start_processor(
-        &bootstrap,
-        &prefix,
-        work.path(),
-        &[
-            "--api-token",
-            &tokens,
-            "--clock-interval-s",
-            "0",
-            "--flush-interval-ms",
-            "200",
-        ],
-        "processor.log",
-    );
-    let api = processor.wait_for_line("control API listening on ", Duration::from_secs(60));
+    let (mut processor, api) =
+        start_ledger_processor(&bootstrap, &prefix, work.path(), ADMIN, "processor.log");
     let (mut query, base_url, _postgres) = start_query(
         work.path().join("history"),
         &[],
         &work.path().join("query.log"),
     );
 
-    let summary = run_to_end(
-        "gpuledger-collector",
+    let summary = simulate(
+        &bootstrap,
+        &prefix,
         &[
-            "simulate",
-            "--kafka-bootstrap",
-            &bootstrap,
-            "--topic-prefix",
-            &prefix,
             "--cluster",
             "c",
             "--pool",
@@ -132,10 +114,8 @@ async fn kafka_energy_and_idle_time_from_the_samples() {
             "180",
             "--start",
             "2026-11-02T00:00:00Z",
-            "--summary",
         ],
     );
-    let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
     let expected_samples = summary["samples"].as_u64().unwrap();
     eventually("every sample in history", Duration::from_secs(90), || {
         let rows = sql(&base_url, "SELECT count(*) AS n FROM samples").ok()?;
@@ -199,18 +179,7 @@ async fn kafka_energy_and_idle_time_from_the_samples() {
     .join("\n");
     let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), &ledger);
     assert_eq!(status, 200, "{body}");
-    eventually(
-        "the month's end in history",
-        Duration::from_secs(60),
-        || {
-            let rows = sql(
-            &base_url,
-            "SELECT count(*) AS n FROM ledger_events WHERE type = 'Clock' AND event_time >= '2026-12-01T00:00:00Z'",
-        )
-        .ok()?;
-            (rows[0]["n"] == 1).then_some(())
-        },
-    );
+    wait_for_month_end(&base_url, 1);
 
     // Worked out from the raw samples: energy at 0.30 per kWh, the MIG
     // instance's 3/7 of its GPU's counter; idle time of the whole GPU at

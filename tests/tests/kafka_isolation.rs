@@ -10,8 +10,8 @@
 use std::time::Duration;
 
 use gpuledger_tests::{
-    WorkDir, call, create_topics, eventually, post, require_broker, start_processor, start_query,
-    unique_prefix,
+    WorkDir, call, create_topics, eventually, post, require_broker, start_ledger_processor,
+    start_query, unique_prefix,
 };
 
 const ADMIN: &str = "admin-secret-isolation";
@@ -207,22 +207,8 @@ async fn kafka_a_team_lead_reads_only_its_tenant() {
     let prefix = unique_prefix("isolation");
     create_topics(&bootstrap, &prefix, 2).await;
     let work = WorkDir::new("isolation");
-    let tokens = format!("admin:{ADMIN}");
-    let mut processor = start_processor(
-        &bootstrap,
-        &prefix,
-        work.path(),
-        &[
-            "--api-token",
-            &tokens,
-            "--clock-interval-s",
-            "0",
-            "--flush-interval-ms",
-            "200",
-        ],
-        "processor.log",
-    );
-    let api = processor.wait_for_line("control API listening on ", Duration::from_secs(60));
+    let (mut processor, api) =
+        start_ledger_processor(&bootstrap, &prefix, work.path(), ADMIN, "processor.log");
     let query_tokens =
         format!("admin:{ADMIN},finance:{FINANCE},lead:team-search:{LEAD},scheduler:{SCHEDULER}");
     let (mut query, base_url, postgres) = start_query(

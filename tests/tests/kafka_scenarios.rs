@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use gpuledger_tests::{
-    WorkDir, create_topics, eventually, post, require_broker, sql, start_processor, start_query,
-    unique_prefix,
+    WorkDir, create_topics, eventually, post, require_broker, sql, start_ledger_processor,
+    start_query, unique_prefix,
 };
 
 const ADMIN: &str = "admin-secret-scenarios";
@@ -21,22 +21,8 @@ async fn statement_of(file: &str) -> serde_json::Value {
     let prefix = unique_prefix(name);
     create_topics(&bootstrap, &prefix, 2).await;
     let work = WorkDir::new(name);
-    let tokens = format!("admin:{ADMIN}");
-    let mut processor = start_processor(
-        &bootstrap,
-        &prefix,
-        work.path(),
-        &[
-            "--api-token",
-            &tokens,
-            "--clock-interval-s",
-            "0",
-            "--flush-interval-ms",
-            "200",
-        ],
-        "processor.log",
-    );
-    let api = processor.wait_for_line("control API listening on ", Duration::from_secs(60));
+    let (mut processor, api) =
+        start_ledger_processor(&bootstrap, &prefix, work.path(), ADMIN, "processor.log");
     let (mut query, base_url, _postgres) = start_query(
         work.path().join("history"),
         &[],

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use gpuledger_tests::{
-    WorkDir, create_topics, eventually, post, require_broker, start_processor, start_query,
+    WorkDir, create_topics, eventually, post, require_broker, start_ledger_processor, start_query,
     unique_prefix,
 };
 
@@ -23,22 +23,8 @@ async fn kafka_worked_example_statement_through_the_whole_pipeline() {
     create_topics(&bootstrap, &prefix, 2).await;
     let work = WorkDir::new("statements");
     let history = work.path().join("history");
-    let tokens = format!("admin:{ADMIN}");
-    let mut processor = start_processor(
-        &bootstrap,
-        &prefix,
-        work.path(),
-        &[
-            "--api-token",
-            &tokens,
-            "--clock-interval-s",
-            "0",
-            "--flush-interval-ms",
-            "200",
-        ],
-        "processor.log",
-    );
-    let api = processor.wait_for_line("control API listening on ", Duration::from_secs(60));
+    let (mut processor, api) =
+        start_ledger_processor(&bootstrap, &prefix, work.path(), ADMIN, "processor.log");
     let (mut query, base_url, _postgres) =
         start_query(&history, &[], &work.path().join("query.log"));
 
