@@ -64,6 +64,75 @@ impl Gauge {
     }
 }
 
+/// A counter with labels: one value per combination of label values.
+#[derive(Debug)]
+pub struct CounterFamily {
+    name: &'static str,
+    help: &'static str,
+    labels: &'static [&'static str],
+    values: std::sync::Mutex<std::collections::BTreeMap<Vec<String>, u64>>,
+}
+
+impl CounterFamily {
+    /// A family named `name` with these label names.
+    pub const fn new(
+        name: &'static str,
+        help: &'static str,
+        labels: &'static [&'static str],
+    ) -> Self {
+        Self {
+            name,
+            help,
+            labels,
+            values: std::sync::Mutex::new(std::collections::BTreeMap::new()),
+        }
+    }
+
+    /// Adds one to the counter of these label values (in `labels` order).
+    pub fn inc(&self, values: &[&str]) {
+        if let Ok(mut map) = self.values.lock() {
+            let key = values.iter().map(|v| (*v).to_owned()).collect();
+            *map.entry(key).or_default() += 1;
+        }
+    }
+
+    /// The value of these label values.
+    pub fn get(&self, values: &[&str]) -> u64 {
+        let key: Vec<String> = values.iter().map(|v| (*v).to_owned()).collect();
+        self.values
+            .lock()
+            .map(|map| map.get(&key).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
+    /// Its text exposition.
+    pub fn render(&self) -> String {
+        let (name, help) = (self.name, self.help);
+        let mut out = format!("# HELP {name} {help}\n# TYPE {name} counter\n");
+        let Ok(map) = self.values.lock() else {
+            return out;
+        };
+        for (values, n) in map.iter() {
+            let labels: Vec<String> = self
+                .labels
+                .iter()
+                .zip(values)
+                .map(|(label, value)| format!("{label}=\"{}\"", escape(value)))
+                .collect();
+            let _ = writeln!(out, "{name}{{{}}} {n}", labels.join(","));
+        }
+        out
+    }
+}
+
+/// A label value as the text exposition writes it.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 /// A metric to render.
 #[derive(Debug, Clone, Copy)]
 pub enum Metric {
@@ -98,7 +167,7 @@ pub fn render_family(
 ) -> String {
     let mut out = format!("# HELP {name} {help}\n# TYPE {name} {kind}\n");
     for (value_of_label, value) in values {
-        let escaped = value_of_label.replace('\\', "\\\\").replace('"', "\\\"");
+        let escaped = escape(value_of_label);
         let _ = writeln!(out, "{name}{{{label}=\"{escaped}\"}} {value}");
     }
     out
@@ -110,6 +179,27 @@ mod tests {
 
     static EVENTS: Counter = Counter::new("gpuledger_test_events_total", "Events seen.");
     static LAG: Gauge = Gauge::new("gpuledger_test_lag", "Records behind.");
+
+    static ALERTS: CounterFamily = CounterFamily::new(
+        "gpuledger_test_alerts_total",
+        "Alerts.",
+        &["tenant", "threshold"],
+    );
+
+    #[test]
+    fn a_counter_family_counts_each_label_combination() {
+        ALERTS.inc(&["team-a", "80"]);
+        ALERTS.inc(&["team-a", "80"]);
+        ALERTS.inc(&["te\"am", "100"]);
+        assert_eq!(ALERTS.get(&["team-a", "80"]), 2);
+        assert_eq!(ALERTS.get(&["team-b", "80"]), 0);
+        assert_eq!(
+            ALERTS.render(),
+            "# HELP gpuledger_test_alerts_total Alerts.\n# TYPE gpuledger_test_alerts_total counter\n\
+             gpuledger_test_alerts_total{tenant=\"te\\\"am\",threshold=\"100\"} 1\n\
+             gpuledger_test_alerts_total{tenant=\"team-a\",threshold=\"80\"} 2\n"
+        );
+    }
 
     #[test]
     fn renders_a_labelled_family() {

@@ -419,6 +419,7 @@ fn commit_all(
             .filter(|o| matches!(o, Output::Decision(_)))
             .count() as u64;
         let mut bursts = Vec::new();
+        let mut budget_alerts = Vec::new();
         for output in worker.pending.drain(..) {
             let sent = match &output {
                 Output::Decision(event) => {
@@ -426,6 +427,13 @@ fn commit_all(
                         && matches!(event.body, gpuledger_schemas::EventBody::BurstTriggered(_))
                     {
                         bursts.push(event.clone());
+                    }
+                    if let gpuledger_schemas::EventBody::BudgetAlert(alert) = &event.body {
+                        budget_alerts.push((
+                            alert.tenant.clone(),
+                            alert.pool.clone(),
+                            alert.threshold_pct.to_string(),
+                        ));
                     }
                     let wire = WireRecord::new(codec, event, &kafka.topic_prefix)?;
                     producer
@@ -445,6 +453,9 @@ fn commit_all(
         producer.send_offsets_to_transaction(&offsets, &group, TXN_TIMEOUT)?;
         producer.commit_transaction(TXN_TIMEOUT)?;
         metrics::DECISION_TRANSACTIONS.inc();
+        for (tenant, pool, threshold) in &budget_alerts {
+            metrics::BUDGET_ALERTS.inc(&[tenant, pool, threshold]);
+        }
         if let Some(hook) = &config.burst_hook {
             for decision in bursts {
                 hook.notify(*decision);

@@ -1,7 +1,7 @@
 //! The processor's metrics, in one place. A log line and its counter are
 //! emitted together where the thing happens.
 
-use gpuledger_common::metrics::{Counter, Metric};
+use gpuledger_common::metrics::{Counter, CounterFamily, Metric};
 
 pub static LEDGER_EVENTS_APPLIED: Counter = Counter::new(
     "gpuledger_ledger_events_applied_total",
@@ -26,6 +26,12 @@ pub static DECISION_TRANSACTIONS: Counter = Counter::new(
 pub static LEDGER_WORKER_RESTARTS: Counter = Counter::new(
     "gpuledger_ledger_worker_restarts_total",
     "Times the ledger worker restarted from the committed offsets after a Kafka error.",
+);
+/// Committed `BudgetAlert` decisions (thresholds 50, 80 and 100 %).
+pub static BUDGET_ALERTS: CounterFamily = CounterFamily::new(
+    "gpuledger_budget_alerts_total",
+    "BudgetAlert decisions committed, by tenant, pool and threshold (%).",
+    &["tenant", "pool", "threshold"],
 );
 pub static SAMPLES_WRITTEN: Counter = Counter::new(
     "gpuledger_samples_written_total",
@@ -53,7 +59,14 @@ pub static BURST_HOOK_FAILED: Counter = Counter::new(
     "BurstTriggered decisions the burst provider hook could not deliver.",
 );
 
-/// Every metric of the processor, for `/metrics`.
+/// The text exposition of every metric of the processor, for `/metrics`.
+pub fn render() -> String {
+    let mut text = gpuledger_common::metrics::render(&all());
+    text.push_str(&BUDGET_ALERTS.render());
+    text
+}
+
+/// Every unlabelled metric of the processor.
 pub fn all() -> Vec<Metric> {
     [
         &LEDGER_EVENTS_APPLIED,

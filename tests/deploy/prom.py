@@ -30,7 +30,6 @@ def exported_metrics(root: Path) -> set[str]:
 
 
 PLANNED_METRICS = {
-    "gpuledger_budget_alerts_total": "BudgetAlert decisions by tenant, pool and threshold",
     "gpuledger_admission_seconds_bucket": "histogram of admission decision latency",
 }
 EXTERNAL_METRICS = {"up", "kafka_consumergroup_lag"}

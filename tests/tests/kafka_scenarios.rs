@@ -14,8 +14,8 @@ use gpuledger_tests::{
 const ADMIN: &str = "admin-secret-scenarios";
 
 /// Runs `file` through broker, processor and history; the November 2026
-/// statement as the query service gives it.
-async fn statement_of(file: &str) -> serde_json::Value {
+/// statement as the query service gives it, and the processor's metrics.
+async fn statement_of(file: &str) -> (serde_json::Value, String) {
     let bootstrap = require_broker();
     let name = file.trim_end_matches(".ndjson");
     let prefix = unique_prefix(name);
@@ -59,9 +59,14 @@ async fn statement_of(file: &str) -> serde_json::Value {
         .unwrap()
         .into_json()
         .unwrap();
+    let metrics = ureq::get(&format!("{api}/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
     processor.kill();
     query.kill();
-    statement
+    (statement, metrics)
 }
 
 /// The tenant's part of `statement`.
@@ -91,8 +96,8 @@ async fn kafka_scenario_kinds_reservations_and_usage() {
     // Pool pa: four whole A100s. Book: reserved 2.00, quota 3.00,
     // on-demand 5.00 per GPU-hour; storage 0.10 per GB-month, egress 0.05
     // per GB; overhead 10 %; reservation_charge `window`. Tenant t1:
-    // nominal 1 GE, burst 1 GE.
-    let s = statement_of("kinds.ndjson").await;
+    // nominal 1 GE, burst 1 GE, a monthly budget of 100.00.
+    let (s, metrics) = statement_of("kinds.ndjson").await;
     lines(
         &s,
         "t1",
@@ -128,6 +133,14 @@ async fn kafka_scenario_kinds_reservations_and_usage() {
     // Capacity nobody held: 4 GE × 720 h, less 11.5 GE-h held and the 6 h
     // of unused reservation already charged, at quota: 2862.5 × 3.00.
     assert_eq!(s["platform"]["unallocated"], "8587.50");
+    // 53.35 of a 100.00 budget: one alert, at 50 %, counted for Prometheus.
+    assert!(
+        metrics.contains(
+            "gpuledger_budget_alerts_total{tenant=\"t1\",pool=\"pa\",threshold=\"50\"} 1\n"
+        ),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("threshold=\"80\""), "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -136,7 +149,7 @@ async fn kafka_scenario_mig_two_pools_price_change_and_idle() {
     // Book v1: H100 quota 2.10, L4 quota 0.70; v2 from Nov 16 00:00:
     // H100 quota 2.80. reservation_charge `usage`, idle `proportional`,
     // no overhead.
-    let s = statement_of("mig-two-pools.ndjson").await;
+    let (s, _) = statement_of("mig-two-pools.ndjson").await;
     lines(
         &s,
         "a",

@@ -80,7 +80,7 @@ pub fn router(state: ApiState) -> Router {
             get(|| async {
                 (
                     [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-                    gpuledger_common::metrics::render(&crate::metrics::all()),
+                    crate::metrics::render(),
                 )
             }),
         )
