@@ -17,3 +17,13 @@ pub(crate) fn unscaled(value: &Rational, scale: u32) -> Result<i128, ArrowError>
 pub(crate) fn utc() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
 }
+
+/// The GE an allocation holds, as text: `2` (whole GPUs) or `3/7` (MIG
+/// slices of one).
+pub(crate) fn ge_text(slices: i64, max_slices: i64) -> String {
+    if max_slices == 1 {
+        slices.to_string()
+    } else {
+        format!("{slices}/{max_slices}")
+    }
+}

@@ -29,7 +29,7 @@ use gpuledger_schemas::pricing::StatementLine;
 use gpuledger_schemas::time::Timestamp;
 
 use crate::access::Access;
-use crate::columns::utc;
+use crate::columns::{ge_text, utc};
 
 /// Who issues the charges: the platform running gpuledger.
 const ISSUER: &str = "gpuledger";
@@ -241,10 +241,9 @@ fn describe(c: &Charge) -> Described {
 
 /// What an attempt held: `2 × H200`, `3/7 of a A100`.
 fn held(slices: i64, max_slices: i64, model: &str) -> String {
-    if max_slices == 1 {
-        format!("{slices} × {model}")
-    } else {
-        format!("{slices}/{max_slices} of a {model}")
+    match max_slices {
+        1 => format!("{slices} × {model}"),
+        _ => format!("{} of a {model}", ge_text(slices, max_slices)),
     }
 }
 
@@ -383,11 +382,7 @@ pub fn rows(statement: &Statement, access: &Access) -> Result<RecordBatch, Arrow
                     } else {
                         x_profile.append_null();
                     }
-                    x_slices.append_value(if *max_slices == 1 {
-                        slices.to_string()
-                    } else {
-                        format!("{slices}/{max_slices}")
-                    });
+                    x_slices.append_value(ge_text(*slices, *max_slices));
                 }
                 other => {
                     if let Charged::UnusedReservations { .. } = other {

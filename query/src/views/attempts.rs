@@ -19,7 +19,7 @@ use gpuledger_schemas::pricing::StatementLine;
 use gpuledger_schemas::time::Timestamp;
 
 use super::{MONEY, money};
-use crate::columns::{unscaled, utc};
+use crate::columns::{ge_text, unscaled, utc};
 use crate::statements::Recorded;
 
 /// GPU-hours: exact to the microsecond of a 1/7 slice needs more digits
@@ -94,14 +94,6 @@ fn is_compute(line: StatementLine) -> bool {
         line,
         StatementLine::ComputeReserved | StatementLine::ComputeQuota | StatementLine::ComputeBurst
     )
-}
-
-fn ge_text(slices: i64, max_slices: i64) -> String {
-    if max_slices == 1 {
-        slices.to_string()
-    } else {
-        format!("{slices}/{max_slices}")
-    }
 }
 
 pub(super) fn job_costs_columns(
