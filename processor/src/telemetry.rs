@@ -1,9 +1,13 @@
-//! The telemetry writer: `gpuledger.telemetry` → the `samples` table.
+//! The telemetry writer: `gpuledger.telemetry` → the `samples` table and
+//! its `device_hourly` roll-up.
 //!
 //! Records are buffered per partition and written as one Parquet file per
 //! contiguous offset range and UTC day. Offsets are stored for commit only
 //! after the file is durable, and on start every record at or below the
 //! highest offset already in a file is skipped: no row twice, none lost.
+//! The roll-up of a buffer is written, under the same name, just before
+//! its samples file; a roll-up a crash left without its samples file is
+//! removed on start, as the records it summed will be read again.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -15,7 +19,8 @@ use gpuledger_schemas::{Codec, EventBody, Topic};
 use rdkafka::Message;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 
-use crate::history::layout::{FileName, durable_offsets, remove_leftovers};
+use crate::history::hourly;
+use crate::history::layout::{FileName, durable_offsets, remove_leftovers, remove_orphans};
 use crate::history::samples::{self, SamplesBuilder};
 use crate::history::sink::write_file;
 use crate::{Error, Result, metrics};
@@ -80,7 +85,8 @@ pub async fn run(config: &TelemetryWriterConfig, mut shutdown: Shutdown) -> Resu
     consumer.subscribe(&[&topic])?;
     let dead_letters = DeadLetters::new(&config.kafka, "gpuledger-processor-dlq")?;
     let codec = Codec::builtin();
-    let leftovers = remove_leftovers(&config.history_root, samples::TABLE)?;
+    let leftovers = remove_leftovers(&config.history_root, samples::TABLE)?
+        + remove_leftovers(&config.history_root, hourly::TABLE)?;
     if leftovers > 0 {
         tracing::info!(
             leftovers,
@@ -88,6 +94,13 @@ pub async fn run(config: &TelemetryWriterConfig, mut shutdown: Shutdown) -> Resu
         );
     }
     let mut durable = durable_offsets(&config.history_root, samples::TABLE, &topic)?;
+    let orphans = remove_orphans(&config.history_root, hourly::TABLE, &topic, &durable)?;
+    if orphans > 0 {
+        tracing::info!(
+            orphans,
+            "removed roll-ups whose samples file a crash prevented"
+        );
+    }
     let mut buffers: HashMap<i32, PartitionBuffer> = HashMap::new();
     let mut ticker = tokio::time::interval(config.rolling.max_age.min(Duration::from_secs(1)));
     tracing::info!(%topic, root = %config.history_root.display(), "telemetry writer started");
@@ -197,6 +210,8 @@ fn flush(
             .rows
             .finish()
             .map_err(|e| Error::History(e.to_string()))?;
+        let rolled_up = hourly::roll_up(&batch).map_err(|e| Error::History(e.to_string()))?;
+        let batch = samples::sorted(&batch).map_err(|e| Error::History(e.to_string()))?;
         let name = FileName {
             topic: topic.to_owned(),
             partition,
@@ -204,13 +219,9 @@ fn flush(
             last_offset: buffer.last_offset,
         };
         tokio::task::block_in_place(|| {
-            write_file(
-                &config.history_root,
-                samples::TABLE,
-                &buffer.date,
-                &name,
-                &batch,
-            )
+            let root = &config.history_root;
+            write_file(root, hourly::TABLE, &buffer.date, &name, &rolled_up)?;
+            write_file(root, samples::TABLE, &buffer.date, &name, &batch)
         })?;
         metrics::SAMPLES_WRITTEN.add(rows as u64);
         metrics::HISTORY_FILES_WRITTEN.inc();

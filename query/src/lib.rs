@@ -11,6 +11,7 @@ pub mod focus;
 pub mod http;
 pub mod pg;
 pub mod statements;
+mod telemetry;
 pub mod views;
 
 use std::net::SocketAddr;

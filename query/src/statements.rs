@@ -8,9 +8,9 @@
 //! before a line is complete.
 
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-use datafusion::arrow::datatypes::{Int32Type, Int64Type, TimestampMicrosecondType};
+use datafusion::arrow::datatypes::TimestampMicrosecondType;
 use datafusion::prelude::SessionContext;
-use gpuledger_schemas::billing::{self, EnergyUse, Facts, IdleStretch, Period, Segment, Statement};
+use gpuledger_schemas::billing::{self, Facts, Period, Segment, Statement};
 use gpuledger_schemas::{Event, Timestamp};
 
 /// Why a statement could not be given.
@@ -38,18 +38,6 @@ const RESERVATIONS: &str = "SELECT raw FROM decisions WHERE type = 'ReservationD
      ORDER BY ledger_partition, ledger_offset";
 const SEGMENTS: &str = "SELECT raw FROM allocations ORDER BY ledger_partition, ledger_offset";
 const SPAN: &str = "SELECT min(event_time) AS first, max(event_time) AS now FROM ledger_events";
-/// Which pools have samples, over what span.
-const SAMPLED: &str =
-    "SELECT pool, min(\"time\") AS first, max(\"time\") AS last FROM samples GROUP BY pool";
-/// Each sample's energy counter and the one before it on the same device
-/// (MIG instances report their GPU's counter).
-const ENERGY: &str = "SELECT pool, device_uuid, \"time\", slices, max_slices, energy_mj, \
-     lag(energy_mj) OVER (PARTITION BY device_uuid ORDER BY \"time\") AS previous_mj \
-     FROM samples WHERE energy_mj IS NOT NULL";
-/// Samples whose SM activity was known and below 5 %.
-const IDLE: &str = "SELECT pool, device_uuid, \"time\", interval_ms, slices, max_slices \
-     FROM samples WHERE sm_util_pct < 5";
-
 async fn raw_rows(ctx: &SessionContext, sql: &str) -> Result<Vec<String>, StatementError> {
     let batches = ctx.sql(sql).await?.collect().await?;
     let mut out = Vec::new();
@@ -121,117 +109,13 @@ pub async fn load(ctx: &SessionContext) -> Result<Recorded, StatementError> {
         })?;
         facts.segment(segment);
     }
-    telemetry(ctx, &mut facts).await?;
     let span = ctx.sql(SPAN).await?.collect().await?;
+    let now = timestamp_at(&span, 1);
+    crate::telemetry::load(ctx, &mut facts, now).await?;
     Ok(Recorded {
         facts,
         first: timestamp_at(&span, 0),
-        now: timestamp_at(&span, 1),
-    })
-}
-
-/// What the samples add: the span each pool has telemetry for, the
-/// energy each sample's interval used (only read when some price book
-/// prices energy), and the idle stretches.
-async fn telemetry(ctx: &SessionContext, facts: &mut Facts) -> Result<(), StatementError> {
-    let row_error = |message: String| StatementError::Row {
-        table: "samples",
-        message,
-    };
-    for batch in ctx.sql(SAMPLED).await?.collect().await? {
-        let pools = batch.column(0).as_string::<i32>();
-        let first = time_column(&batch, 1).ok_or_else(|| row_error("no first time".into()))?;
-        let last = time_column(&batch, 2).ok_or_else(|| row_error("no last time".into()))?;
-        for i in 0..batch.num_rows() {
-            if pools.is_valid(i) && first.is_valid(i) && last.is_valid(i) {
-                let (a, b) = (first.value(i), last.value(i));
-                facts.sampled(
-                    pools.value(i),
-                    Timestamp::from_micros(a),
-                    Timestamp::from_micros(b),
-                );
-            }
-        }
-    }
-    let prices_energy = facts
-        .books()
-        .books()
-        .iter()
-        .any(|b| b.energy_per_kwh.is_some());
-    if prices_energy {
-        for batch in ctx.sql(ENERGY).await?.collect().await? {
-            let pools = batch.column(0).as_string::<i32>();
-            let devices = batch.column(1).as_string::<i32>();
-            let times = time_column(&batch, 2).ok_or_else(|| row_error("bad time".into()))?;
-            let slices = int_column(&batch, 3)?;
-            let max_slices = int_column(&batch, 4)?;
-            let energy = batch.column(5).as_primitive::<Int64Type>();
-            let previous = batch.column(6).as_primitive::<Int64Type>();
-            for i in 0..batch.num_rows() {
-                if previous.is_null(i) || energy.is_null(i) {
-                    continue;
-                }
-                let (now, before) = (energy.value(i), previous.value(i));
-                // A counter that went down restarted from 0.
-                let delta_mj = if now < before { now } else { now - before };
-                facts.energy(
-                    pools.value(i),
-                    EnergyUse {
-                        device_uuid: devices.value(i).to_owned(),
-                        at: Timestamp::from_micros(times.value(i)),
-                        delta_mj,
-                        slices: slices[i],
-                        max_slices: max_slices[i],
-                    },
-                );
-            }
-        }
-    }
-    for batch in ctx.sql(IDLE).await?.collect().await? {
-        let pools = batch.column(0).as_string::<i32>();
-        let devices = batch.column(1).as_string::<i32>();
-        let times = time_column(&batch, 2).ok_or_else(|| row_error("bad time".into()))?;
-        let intervals = int_column(&batch, 3)?;
-        let slices = int_column(&batch, 4)?;
-        let max_slices = int_column(&batch, 5)?;
-        for i in 0..batch.num_rows() {
-            let to = Timestamp::from_micros(times.value(i));
-            facts.idle(
-                pools.value(i),
-                IdleStretch {
-                    device_uuid: devices.value(i).to_owned(),
-                    from: to.plus_micros(-intervals[i] * 1_000),
-                    to,
-                    slices: slices[i],
-                    max_slices: max_slices[i],
-                },
-            );
-        }
-    }
-    Ok(())
-}
-
-fn time_column(
-    batch: &RecordBatch,
-    column: usize,
-) -> Option<&datafusion::arrow::array::PrimitiveArray<TimestampMicrosecondType>> {
-    batch
-        .column(column)
-        .as_primitive_opt::<TimestampMicrosecondType>()
-}
-
-/// An integer column (Int32 or Int64) as `i64`s.
-fn int_column(batch: &RecordBatch, column: usize) -> Result<Vec<i64>, StatementError> {
-    let array = batch.column(column);
-    if let Some(values) = array.as_primitive_opt::<Int32Type>() {
-        return Ok(values.iter().map(|v| i64::from(v.unwrap_or(0))).collect());
-    }
-    if let Some(values) = array.as_primitive_opt::<Int64Type>() {
-        return Ok(values.iter().map(|v| v.unwrap_or(0)).collect());
-    }
-    Err(StatementError::Row {
-        table: "samples",
-        message: format!("column {column} is {}, not an integer", array.data_type()),
+        now,
     })
 }
 

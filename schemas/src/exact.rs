@@ -43,6 +43,11 @@ impl Rational {
         Self(BigRational::from_integer(n.into()))
     }
 
+    /// A whole number too large for an `i64`, such as a sum of them.
+    pub fn from_i128(n: i128) -> Self {
+        Self(BigRational::from_integer(n.into()))
+    }
+
     /// True when exactly zero.
     pub fn is_zero(&self) -> bool {
         self.0.is_zero()

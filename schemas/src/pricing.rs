@@ -200,7 +200,7 @@ pub struct GpuUsage<'a> {
     pub end: Timestamp,
 }
 
-fn rate_in(
+pub(crate) fn rate_in(
     book: &PriceBook,
     pool: &str,
     model: &str,
@@ -261,11 +261,13 @@ pub fn egress_amount(bytes: &Decimal, book: &PriceBook) -> Rational {
 
 /// Energy: millijoules → kWh (1 kWh = 3.6 × 10⁹ mJ) × `energy_per_kwh`;
 /// zero when the book sets no energy price.
-pub fn energy_amount(millijoules: i64, book: &PriceBook) -> Rational {
+pub fn energy_amount(millijoules: i128, book: &PriceBook) -> Rational {
     let Some(price) = &book.energy_per_kwh else {
         return Rational::zero();
     };
-    let kwh = Rational::new(millijoules, 3_600_000_000).unwrap_or_default();
+    let kwh = Rational::from_i128(millijoules)
+        .checked_div(&Rational::from_integer(3_600_000_000))
+        .unwrap_or_default();
     kwh * price.to_rational()
 }
 

@@ -56,6 +56,66 @@ pub mod samples {
     });
 }
 
+/// `device_hourly`: the samples rolled up per device, hour, holder (the
+/// collector's attribution) and MIG share, written beside each `samples`
+/// file from the same records, so statements need not scan raw samples.
+///
+/// `hour` is the hour of the instant a sample's energy is attributed to
+/// (its time less 1 µs), so a sample at 13:00:00 belongs to 12:00. The
+/// energy delta of a device's first sample in a file is not known when
+/// the file is written: that sample's counter is `opening_energy_mj`, and
+/// the device's last counter in the file is `closing_energy_mj`; a reader
+/// takes the delta between a file's opening and the previous file's
+/// closing (a counter that went down restarted from 0).
+pub mod device_hourly {
+    use super::*;
+
+    /// Table name.
+    pub const TABLE: &str = "device_hourly";
+
+    const MICROS_PER_HOUR: i64 = 3_600_000_000;
+
+    /// The start of the hour (µs) a sample taken at `time` (µs) is booked
+    /// in: the hour of `time − 1 µs`.
+    pub fn hour_of(time: i64) -> i64 {
+        (time - 1).div_euclid(MICROS_PER_HOUR) * MICROS_PER_HOUR
+    }
+
+    /// The energy used between two readings of a GPU's counter; a counter
+    /// that went down restarted from 0.
+    pub fn energy_delta(before: i64, now: i64) -> i64 {
+        if now < before { now } else { now - before }
+    }
+
+    /// Columns of `device_hourly`.
+    pub static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+        Arc::new(Schema::new(vec![
+            Field::new("hour", time_type(), false),
+            utf8("pool", false),
+            utf8("node", false),
+            utf8("device_uuid", false),
+            utf8("model", false),
+            Field::new("slices", DataType::Int32, false),
+            Field::new("max_slices", DataType::Int32, false),
+            utf8("tenant", true),
+            utf8("job_id", true),
+            // The earliest start of a sample's interval, and the first and
+            // last sample time: every sample covers a part of
+            // [span_start, last_time).
+            Field::new("span_start", time_type(), false),
+            Field::new("first_time", time_type(), false),
+            Field::new("last_time", time_type(), false),
+            Field::new("samples", DataType::Int64, false),
+            Field::new("sampled_ms", DataType::Int64, false),
+            Field::new("idle_ms", DataType::Int64, false),
+            Field::new("sm_util_avg", DataType::Float64, true),
+            Field::new("energy_mj", DataType::Int64, false),
+            Field::new("opening_energy_mj", DataType::Int64, true),
+            Field::new("closing_energy_mj", DataType::Int64, true),
+        ]))
+    });
+}
+
 fn utf8(name: &str, nullable: bool) -> Field {
     Field::new(name, DataType::Utf8, nullable)
 }
@@ -173,6 +233,7 @@ pub mod allocations {
 pub fn all() -> Vec<(&'static str, SchemaRef)> {
     vec![
         (samples::TABLE, samples::SCHEMA.clone()),
+        (device_hourly::TABLE, device_hourly::SCHEMA.clone()),
         (ledger_events::TABLE, ledger_events::SCHEMA.clone()),
         (decisions::TABLE, decisions::SCHEMA.clone()),
         (allocations::TABLE, allocations::SCHEMA.clone()),

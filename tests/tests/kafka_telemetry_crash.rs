@@ -90,6 +90,19 @@ async fn kafka_telemetry_history_survives_ten_kills() {
     assert_eq!(row["n"], 4000, "rows in the history");
     assert_eq!(row["ids"], 4000, "distinct event ids (source:seq)");
     assert_eq!(row["mem"], summary["sum_mem_used_bytes"]);
+    // The roll-up beside the samples sums each of them exactly once (a
+    // roll-up whose samples file a kill prevented was removed on restart).
+    let rolled = sql(
+        &base_url,
+        "SELECT sum(samples) AS n, sum(sampled_ms) AS ms FROM device_hourly",
+    )
+    .expect("SQL answers");
+    let raw = sql(&base_url, "SELECT sum(interval_ms) AS ms FROM samples").expect("SQL answers");
+    assert_eq!(rolled[0]["n"], 4000, "samples in device_hourly");
+    assert_eq!(
+        rolled[0]["ms"], raw[0]["ms"],
+        "sampled time in device_hourly"
+    );
     drop(query);
     drop(processor);
 

@@ -76,6 +76,40 @@ pub fn durable_offsets(
     Ok(out)
 }
 
+/// Removes the files of `topic` in `table` that lie beyond what `durable`
+/// (the highest durable offset per partition of the table they accompany)
+/// covers: written just before a file a crash then prevented. Returns how
+/// many were removed.
+pub fn remove_orphans(
+    root: &Path,
+    table: &str,
+    topic: &str,
+    durable: &HashMap<i32, i64>,
+) -> std::io::Result<usize> {
+    let mut removed = 0;
+    let Ok(days) = std::fs::read_dir(root.join(table)) else {
+        return Ok(0);
+    };
+    for day in days.flatten() {
+        let Ok(files) = std::fs::read_dir(day.path()) else {
+            continue;
+        };
+        for file in files.flatten() {
+            let Some(name) = file.file_name().to_str().and_then(FileName::parse) else {
+                continue;
+            };
+            let covered = durable
+                .get(&name.partition)
+                .is_some_and(|&done| name.last_offset <= done);
+            if name.topic == topic && !covered {
+                std::fs::remove_file(file.path())?;
+                removed += 1;
+            }
+        }
+    }
+    Ok(removed)
+}
+
 /// Removes temporary files a crash left behind in `table` (a write that
 /// never reached its rename). Returns how many were removed.
 pub fn remove_leftovers(root: &Path, table: &str) -> std::io::Result<usize> {

@@ -8,6 +8,7 @@
 //! loses a row.
 
 pub mod compact;
+pub mod hourly;
 pub mod layout;
 pub mod ledger;
 pub mod samples;

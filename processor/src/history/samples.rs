@@ -6,6 +6,7 @@ use arrow::array::{
     ArrayRef, Float32Builder, Int32Builder, Int64Builder, ListBuilder, RecordBatch, StringBuilder,
     TimestampMicrosecondBuilder,
 };
+use arrow::compute::{SortColumn, lexsort_to_indices, take_record_batch};
 use arrow::error::ArrowError;
 use gpuledger_schemas::Envelope;
 use gpuledger_schemas::events::GpuSample;
@@ -114,6 +115,31 @@ impl SamplesBuilder {
         ];
         RecordBatch::try_new(SCHEMA.clone(), columns)
     }
+}
+
+/// The rows of a `samples` batch ordered by device, then time: each
+/// column's neighbouring values then differ little (one device's clock,
+/// counters and holder), which is what dictionary, delta and zstd
+/// encodings compress best.
+pub fn sorted(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+    let column = |name: &str| {
+        batch
+            .column_by_name(name)
+            .cloned()
+            .ok_or_else(|| ArrowError::SchemaError(format!("samples batch has no column {name}")))
+    };
+    let keys = [
+        SortColumn {
+            values: column("device_uuid")?,
+            options: None,
+        },
+        SortColumn {
+            values: column("time")?,
+            options: None,
+        },
+    ];
+    let order = lexsort_to_indices(&keys, None)?;
+    take_record_batch(batch, &order)
 }
 
 #[cfg(test)]

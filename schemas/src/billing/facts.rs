@@ -142,6 +142,7 @@ pub(super) struct Telemetry {
     pub(super) span: Option<(Timestamp, Timestamp)>,
     pub(super) energy: Vec<EnergyUse>,
     pub(super) idle: Vec<IdleStretch>,
+    pub(super) hours: Vec<DeviceHour>,
 }
 
 /// Energy a device used over a sample's interval: the delta of its GPU's
@@ -163,6 +164,28 @@ pub struct IdleStretch {
     pub device_uuid: String,
     pub from: Timestamp,
     pub to: Timestamp,
+    pub slices: i64,
+    pub max_slices: i64,
+}
+
+/// A device's samples of one hour, summed: what the `device_hourly`
+/// roll-up gives. Only taken in where one holder (or none) and one price
+/// book cover the whole span, inside one month (see
+/// [`Holders::settles_whole`](super::Holders::settles_whole)); there the sums price exactly as the samples
+/// they came from would.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeviceHour {
+    pub device_uuid: String,
+    /// Every sample's interval lies in [from, to).
+    pub from: Timestamp,
+    pub to: Timestamp,
+    /// The first and last sample time.
+    pub first_sample: Timestamp,
+    pub last_sample: Timestamp,
+    /// Time whose SM activity was known and below 5 %.
+    pub idle_micros: i64,
+    /// The energy deltas of the samples, summed.
+    pub energy_mj: i64,
     pub slices: i64,
     pub max_slices: i64,
 }
@@ -295,6 +318,13 @@ impl Facts {
     pub fn energy(&mut self, pool: &str, used: EnergyUse) {
         let pool = self.pools.entry(pool.to_owned()).or_default();
         pool.telemetry.energy.push(used);
+    }
+
+    /// Takes in one device-hour of rolled-up samples (one that
+    /// [`Holders::settles_whole`](super::Holders::settles_whole) accepted).
+    pub fn device_hour(&mut self, pool: &str, hour: DeviceHour) {
+        let pool = self.pools.entry(pool.to_owned()).or_default();
+        pool.telemetry.hours.push(hour);
     }
 
     /// Takes in one idle stretch of a device.

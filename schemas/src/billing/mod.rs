@@ -22,9 +22,12 @@ mod telemetry;
 mod tests;
 
 pub use charges::{Charge, Charged};
-pub use facts::{AttemptEnd, EnergyUse, Facts, IdleStretch, ReservedWindow, Segment, UseKind};
+pub use facts::{
+    AttemptEnd, DeviceHour, EnergyUse, Facts, IdleStretch, ReservedWindow, Segment, UseKind,
+};
 pub use output::{Breakdown, PlatformLines, Statement, TenantStatement};
 pub use period::Period;
+pub use telemetry::{Holders, IDLE_BELOW_PCT};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -53,6 +56,12 @@ pub fn statement(facts: &Facts, period: Period, now: Timestamp) -> Result<Statem
     let mut tenants: BTreeMap<String, TenantFigures> = BTreeMap::new();
     for tenant in facts.tenants_known(from, period_end) {
         tenants.entry(tenant).or_default();
+    }
+    // Idle compute per pool and tenant (`None`: the pool has no telemetry).
+    let mut idle: BTreeMap<String, Option<BTreeMap<String, Rational>>> = BTreeMap::new();
+    for pool in facts.pools() {
+        let by_tenant = telemetry::idle_allocated(facts, &pool, from, to)?;
+        idle.insert(pool, by_tenant);
     }
     let mut unallocated = Rational::zero();
     for pool in facts.pools() {
@@ -136,7 +145,7 @@ pub fn statement(facts: &Facts, period: Period, now: Timestamp) -> Result<Statem
         }
         let total = total.round_half_even(MONEY_DIGITS);
         lines.push((StatementLine::Total, total.clone()));
-        let breakdown = figures.breakdown(&tenant, facts, from, period_end, to, &total)?;
+        let breakdown = figures.breakdown(&tenant, facts, &idle, (from, period_end, to), &total)?;
         out.push(TenantStatement {
             tenant,
             lines,
@@ -268,9 +277,8 @@ impl TenantFigures {
         &self,
         tenant: &str,
         facts: &Facts,
-        from: Timestamp,
-        period_end: Timestamp,
-        to: Timestamp,
+        idle_by_pool: &BTreeMap<String, Option<BTreeMap<String, Rational>>>,
+        (from, period_end, to): (Timestamp, Timestamp, Timestamp),
         total: &Decimal,
     ) -> Result<Breakdown, BillingError> {
         let mut failed = Rational::zero();
@@ -279,7 +287,8 @@ impl TenantFigures {
         for (pool, f) in &self.pools {
             failed = failed + f.failed_work.clone();
             retried = retried + f.retried_work.clone();
-            if let Some(amount) = telemetry::idle_allocated(facts, pool, tenant, from, to)? {
+            if let Some(Some(by_tenant)) = idle_by_pool.get(pool) {
+                let amount = by_tenant.get(tenant).cloned().unwrap_or_default();
                 idle = Some(idle.unwrap_or_default() + amount);
             }
         }

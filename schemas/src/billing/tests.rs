@@ -527,3 +527,126 @@ fn energy_and_idle_time_come_from_telemetry() {
     let s = november(&quiet, "2026-12-01T00:00:00Z");
     assert!(s.tenants[0].breakdown.idle_allocated.is_none());
 }
+
+#[test]
+fn device_hours_price_exactly_as_the_samples_they_sum() {
+    let mut facts = base("usage", "central");
+    facts
+        .observe(&event(
+            r#"{"type":"PriceBook","event_id":"book-2","event_time":"2026-11-01T00:00:00Z","source":"t","cluster":"c","version":2,"effective_from":"2026-11-01T00:00:00Z","currency":"USD","rates":[{"model":"M","reserved_per_gpu_hour":"2.00","quota_per_gpu_hour":"3.00","on_demand_per_gpu_hour":"5.00"}],"storage_per_gb_month":"0.10","egress_per_gb":"0.05","energy_per_kwh":"0.37","overhead_pct":"0","reservation_charge":"usage","idle_distribution":"central"}"#,
+        ))
+        .unwrap();
+    // `a` holds a 3/7 instance from 01:00 to 03:00 exactly.
+    facts.segment(segment(
+        "a",
+        "j1",
+        1,
+        UseKind::Quota,
+        (3, 7),
+        &["M1"],
+        "2026-11-02T01:00:00Z",
+        Some("2026-11-02T03:00:00Z"),
+        Some(JobState::Completed),
+    ));
+    facts.sampled("p", ts("2026-11-02T00:00:00Z"), ts("2026-11-02T04:00:00Z"));
+    let now = ts("2026-12-01T00:00:00Z");
+    let mut by_sample = facts.clone();
+    let mut by_hour = facts.clone();
+    // Samples every 10 s from 00:00:10 to 04:00:00, one in three idle,
+    // with an odd energy delta each.
+    let start = ts("2026-11-02T00:00:00Z").as_micros();
+    let mut hours: BTreeMap<i64, DeviceHour> = BTreeMap::new();
+    for n in 1..=(4 * 360) {
+        let t = start + n * 10_000_000;
+        let delta_mj = 1_000_003 + n * 17;
+        let idle = n % 3 == 0;
+        by_sample.energy(
+            "p",
+            EnergyUse {
+                device_uuid: "M1".into(),
+                at: Timestamp::from_micros(t),
+                delta_mj,
+                slices: 3,
+                max_slices: 7,
+            },
+        );
+        if idle {
+            by_sample.idle(
+                "p",
+                IdleStretch {
+                    device_uuid: "M1".into(),
+                    from: Timestamp::from_micros(t - 10_000_000),
+                    to: Timestamp::from_micros(t),
+                    slices: 3,
+                    max_slices: 7,
+                },
+            );
+        }
+        let hour = (t - 1).div_euclid(3_600_000_000) * 3_600_000_000;
+        let h = hours.entry(hour).or_insert_with(|| DeviceHour {
+            device_uuid: "M1".into(),
+            from: Timestamp::from_micros(t - 10_000_000),
+            to: Timestamp::from_micros(t),
+            first_sample: Timestamp::from_micros(t),
+            last_sample: Timestamp::from_micros(t),
+            idle_micros: 0,
+            energy_mj: 0,
+            slices: 3,
+            max_slices: 7,
+        });
+        h.to = Timestamp::from_micros(t);
+        h.last_sample = h.to;
+        h.energy_mj += delta_mj;
+        h.idle_micros += if idle { 10_000_000 } else { 0 };
+    }
+    // Every hour is whole: before, inside and after the segment.
+    let holders = facts.holders("p");
+    for h in hours.values() {
+        assert!(holders.settles_whole("M1", h.from, h.to, now), "{h:?}");
+    }
+    // An hour the segment starts or ends inside is not.
+    assert!(!holders.settles_whole(
+        "M1",
+        ts("2026-11-02T00:30:00Z"),
+        ts("2026-11-02T01:30:00Z"),
+        now
+    ));
+    assert!(!holders.settles_whole(
+        "M1",
+        ts("2026-11-02T02:30:00Z"),
+        ts("2026-11-02T03:30:00Z"),
+        now
+    ));
+    // Nor one that crosses a month's end or the ledger's time.
+    assert!(!holders.settles_whole(
+        "M1",
+        ts("2026-11-30T23:30:00Z"),
+        ts("2026-12-01T00:30:00Z"),
+        ts("2027-01-01T00:00:00Z")
+    ));
+    assert!(!holders.settles_whole(
+        "M1",
+        ts("2026-11-02T01:30:00Z"),
+        ts("2026-11-02T02:30:00Z"),
+        ts("2026-11-02T02:00:00Z")
+    ));
+    for h in hours.into_values() {
+        by_hour.device_hour("p", h);
+    }
+    let (a, b) = (
+        november(&by_sample, "2026-12-01T00:00:00Z"),
+        november(&by_hour, "2026-12-01T00:00:00Z"),
+    );
+    assert_eq!(a.to_json(), b.to_json());
+    assert_eq!(a.tenants[0].charges, b.tenants[0].charges);
+    assert_ne!(line(&a, "a", StatementLine::Energy), "0.00");
+    assert_ne!(
+        a.tenants[0]
+            .breakdown
+            .idle_allocated
+            .as_ref()
+            .unwrap()
+            .to_string(),
+        "0.00"
+    );
+}
