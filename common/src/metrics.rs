@@ -64,6 +64,66 @@ impl Gauge {
     }
 }
 
+/// A distribution of durations: counts per upper bound (`le`, seconds),
+/// their sum and count, as Prometheus histograms are exposed.
+#[derive(Debug)]
+pub struct Histogram {
+    name: &'static str,
+    help: &'static str,
+    /// Upper bounds in microseconds, ascending; `+Inf` is implied.
+    bounds_micros: &'static [u64],
+    /// One count per bound, then the `+Inf` count (not cumulative).
+    counts: [AtomicU64; 16],
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    /// A histogram over `bounds_micros` (at most 15 bounds, ascending).
+    pub const fn new(
+        name: &'static str,
+        help: &'static str,
+        bounds_micros: &'static [u64],
+    ) -> Self {
+        assert!(bounds_micros.len() < 16, "at most 15 bucket bounds");
+        Self {
+            name,
+            help,
+            bounds_micros,
+            counts: [const { AtomicU64::new(0) }; 16],
+            sum_micros: AtomicU64::new(0),
+        }
+    }
+
+    /// Records one duration.
+    pub fn observe(&self, took: std::time::Duration) {
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let bucket = self
+            .bounds_micros
+            .iter()
+            .position(|&b| micros <= b)
+            .unwrap_or(self.bounds_micros.len());
+        self.counts[bucket].fetch_add(1, Ordering::Relaxed);
+        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    /// The text exposition: cumulative `_bucket{le=…}`, `_sum`, `_count`.
+    pub fn render(&self) -> String {
+        let name = self.name;
+        let mut out = format!("# HELP {name} {}\n# TYPE {name} histogram\n", self.help);
+        let mut cumulative = 0;
+        for (i, bound) in self.bounds_micros.iter().enumerate() {
+            cumulative += self.counts[i].load(Ordering::Relaxed);
+            let le = *bound as f64 / 1e6;
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
+        }
+        cumulative += self.counts[self.bounds_micros.len()].load(Ordering::Relaxed);
+        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {cumulative}");
+        out
+    }
+}
+
 /// A counter with labels: one value per combination of label values.
 #[derive(Debug)]
 pub struct CounterFamily {
@@ -185,6 +245,29 @@ mod tests {
         "Alerts.",
         &["tenant", "threshold"],
     );
+
+    static TOOK: Histogram = Histogram::new(
+        "gpuledger_test_seconds",
+        "Time taken.",
+        &[1_000, 10_000, 100_000],
+    );
+
+    #[test]
+    fn a_histogram_counts_cumulatively_per_bound() {
+        TOOK.observe(std::time::Duration::from_micros(500));
+        TOOK.observe(std::time::Duration::from_millis(5));
+        TOOK.observe(std::time::Duration::from_millis(7));
+        TOOK.observe(std::time::Duration::from_secs(2));
+        assert_eq!(
+            TOOK.render(),
+            "# HELP gpuledger_test_seconds Time taken.\n# TYPE gpuledger_test_seconds histogram\n\
+             gpuledger_test_seconds_bucket{le=\"0.001\"} 1\n\
+             gpuledger_test_seconds_bucket{le=\"0.01\"} 3\n\
+             gpuledger_test_seconds_bucket{le=\"0.1\"} 3\n\
+             gpuledger_test_seconds_bucket{le=\"+Inf\"} 4\n\
+             gpuledger_test_seconds_sum 2.0125\ngpuledger_test_seconds_count 4\n"
+        );
+    }
 
     #[test]
     fn a_counter_family_counts_each_label_combination() {

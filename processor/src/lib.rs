@@ -6,11 +6,13 @@
 
 pub mod api;
 pub mod burst_hook;
+pub mod generate;
 pub mod history;
 pub mod ledger;
 pub mod ledger_worker;
 pub mod metrics;
 pub mod offline;
+pub mod progress;
 pub mod replay;
 pub mod snapshot;
 pub mod telemetry;

@@ -13,6 +13,7 @@ use gpuledger_processor::api::auth::{TokenSpec, Tokens};
 use gpuledger_processor::api::k8s::K8sMapping;
 use gpuledger_processor::api::{self, ApiState, waiters};
 use gpuledger_processor::burst_hook::{BurstHook, BurstHookConfig};
+use gpuledger_processor::generate;
 use gpuledger_processor::history::compact;
 use gpuledger_processor::ledger::LedgerConfig;
 use gpuledger_processor::ledger_worker::{self, LedgerWorkerConfig};
@@ -43,6 +44,44 @@ enum Command {
     /// Compute a period's statement straight from an NDJSON ledger file
     /// (no Kafka, no history): an independent recomputation.
     Statement(StatementArgs),
+    /// Write a simulated fleet's history (ledger and samples) straight to
+    /// Parquet, for benchmarks and trials at scale.
+    Generate(GenerateArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct GenerateArgs {
+    #[command(flatten)]
+    history: HistoryArgs,
+
+    /// GPUs in the fleet (whole nodes of 8).
+    #[arg(long, default_value_t = 1000)]
+    gpus: usize,
+
+    /// Days of history.
+    #[arg(long, default_value_t = 30)]
+    days: i64,
+
+    /// Seconds between samples (a divisor of 600).
+    #[arg(long, default_value_t = 10)]
+    interval_s: i64,
+
+    /// The first day, `YYYY-MM-DD` (UTC).
+    #[arg(long, default_value = "2026-11-01")]
+    start: String,
+
+    /// Everything generated follows from this.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+
+    /// Telemetry partitions the nodes are spread over (one file per day
+    /// and partition).
+    #[arg(long, default_value_t = 8)]
+    partitions: usize,
+
+    /// Topic prefix the file names carry, as the live writers' would.
+    #[arg(long, default_value = "")]
+    topic_prefix: String,
 }
 
 #[derive(Debug, clap::Args)]
@@ -239,6 +278,29 @@ async fn main() -> anyhow::Result<()> {
                     )?;
                 }
             }
+        }
+        Command::Generate(args) => {
+            let start: gpuledger_schemas::Timestamp =
+                format!("{}T00:00:00Z", args.start)
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("--start {}: {e}", args.start))?;
+            let config = generate::GenerateConfig {
+                history_root: args.history.root,
+                gpus: args.gpus,
+                days: args.days,
+                interval_s: args.interval_s,
+                start,
+                seed: args.seed,
+                partitions: args.partitions,
+                ledger_topic: gpuledger_schemas::Topic::Ledger.name(&args.topic_prefix),
+                telemetry_topic: gpuledger_schemas::Topic::Telemetry.name(&args.topic_prefix),
+            };
+            let summary = tokio::task::block_in_place(|| generate::run(&config))?;
+            writeln!(
+                std::io::stdout().lock(),
+                "{}",
+                serde_json::to_string(&summary)?
+            )?;
         }
         Command::Replay(args) => {
             let config = ReplayConfig {

@@ -63,8 +63,22 @@ pub static BURST_HOOK_FAILED: Counter = Counter::new(
 pub fn render() -> String {
     let mut text = gpuledger_common::metrics::render(&all());
     text.push_str(&BUDGET_ALERTS.render());
+    text.push_str(&ADMISSION_SECONDS.render());
     text
 }
+
+/// Time from an admission request's arrival at the control API (HTTP or
+/// the Kubernetes webhook) to its decision's answer: through the broker,
+/// the ledger worker and back.
+pub static ADMISSION_SECONDS: gpuledger_common::metrics::Histogram =
+    gpuledger_common::metrics::Histogram::new(
+        "gpuledger_admission_seconds",
+        "Time from an admission request to its answered decision.",
+        &[
+            1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
+            2_500_000, 5_000_000, 10_000_000,
+        ],
+    );
 
 /// Every unlabelled metric of the processor.
 pub fn all() -> Vec<Metric> {

@@ -16,6 +16,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
 use crate::ledger_worker::partitions_of;
+use crate::progress::Progress;
 use crate::snapshot::{self, Snapshot};
 use crate::{Error, Result};
 
@@ -69,7 +70,7 @@ pub fn run(config: &ReplayConfig) -> Result<ReplaySummary> {
     let mut ledgers: BTreeMap<i32, Ledger> = BTreeMap::new();
     let mut next: BTreeMap<i32, i64> = BTreeMap::new();
     let mut summary = ReplaySummary::default();
-    let started = Instant::now();
+    let bar = Progress::new("replaying the ledger", "events", total.max(0) as u64);
     let mut last_report = Instant::now();
     let done = |next: &BTreeMap<i32, i64>| {
         ends.iter()
@@ -110,12 +111,11 @@ pub fn run(config: &ReplayConfig) -> Result<ReplaySummary> {
             Outcome::Duplicate => summary.duplicates += 1,
         }
         if last_report.elapsed() >= Duration::from_millis(250) {
-            progress(summary.events, total, started);
+            bar.show(summary.events);
             last_report = Instant::now();
         }
     }
-    progress(summary.events, total, started);
-    eprintln!();
+    bar.finish(summary.events);
     if let Some(mut out) = out {
         out.flush()?;
     }
@@ -133,18 +133,4 @@ pub fn run(config: &ReplayConfig) -> Result<ReplaySummary> {
         )?;
     }
     Ok(summary)
-}
-
-/// One line of progress, rewritten in place: a bar, the count and the rate.
-fn progress(done: u64, total: i64, started: Instant) {
-    let total = total.max(1) as u64;
-    let width = 30;
-    let filled = (done.min(total) * width / total) as usize;
-    let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-3);
-    eprint!(
-        "\rreplaying the ledger [{}{}] {done}/{total} ({:.0} events/s)",
-        "#".repeat(filled),
-        " ".repeat(width as usize - filled),
-        rate
-    );
 }

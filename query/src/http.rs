@@ -218,7 +218,7 @@ async fn sql(
 }
 
 /// The statement of `?period=YYYY-MM` from the history as it stands.
-async fn priced(state: &AppState, period: Option<&str>) -> Result<Statement, ApiError> {
+async fn priced(state: &AppState, period: Option<&str>) -> Result<Arc<Statement>, ApiError> {
     let period: Period = period
         .ok_or_else(|| bad_request("period is required: ?period=YYYY-MM"))?
         .parse()
@@ -322,10 +322,13 @@ async fn statements(
         });
     }
     let mut statement = priced(&state, params.period.as_deref()).await?;
-    if let Some(tenant) = &params.tenant {
-        statement.tenants.retain(|t| &t.tenant == tenant);
+    let shown = |t: &gpuledger_schemas::billing::TenantStatement| {
+        params.tenant.as_ref().is_none_or(|only| &t.tenant == only) && access.allows(&t.tenant)
+    };
+    if !statement.tenants.iter().all(shown) {
+        // A copy with only the tenants this caller asked for and may read.
+        Arc::make_mut(&mut statement).tenants.retain(shown);
     }
-    statement.tenants.retain(|t| access.allows(&t.tenant));
     QUERIES.inc();
     let wants_csv = params.format.as_deref() == Some("csv")
         || headers

@@ -60,7 +60,9 @@ pub async fn session(
     history_root: &std::path::Path,
     memory_bytes: usize,
 ) -> Result<SessionContext> {
-    let config = SessionConfig::new().with_information_schema(true);
+    let config = SessionConfig::new()
+        .with_information_schema(true)
+        .with_extension(Arc::new(statements::RecordedCache::new(history_root)));
     // DataFusion caches a table's file listing forever by default; history
     // grows while the service runs, so every query lists the files anew.
     let caches = CacheManagerConfig::default().with_list_files_cache_limit(0);

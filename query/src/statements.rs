@@ -11,7 +11,12 @@ use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::TimestampMicrosecondType;
 use datafusion::prelude::SessionContext;
 use gpuledger_schemas::billing::{self, Facts, Period, Segment, Statement};
-use gpuledger_schemas::{Event, Timestamp};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use gpuledger_schemas::{Event, Timestamp, tables};
 
 /// Why a statement could not be given.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +69,9 @@ pub struct Recorded {
     pub first: Option<Timestamp>,
     /// The ledger's time: the latest event time applied.
     pub now: Option<Timestamp>,
+    /// Statements priced from these facts so far: each is a function of
+    /// the facts and the period alone.
+    priced: std::sync::Mutex<HashMap<Period, Arc<Statement>>>,
 }
 
 impl Recorded {
@@ -80,11 +88,117 @@ impl Recorded {
         out
     }
 
-    /// The statement of `period`, up to the ledger's time.
-    pub fn statement(&self, period: Period) -> Result<Statement, StatementError> {
+    /// The statement of `period`, up to the ledger's time; priced once
+    /// per period.
+    pub fn statement(&self, period: Period) -> Result<Arc<Statement>, StatementError> {
+        let kept = |priced: &std::sync::Mutex<HashMap<Period, Arc<Statement>>>| {
+            priced
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&period)
+                .cloned()
+        };
+        if let Some(statement) = kept(&self.priced) {
+            return Ok(statement);
+        }
         let now = self.now.unwrap_or(period.start());
-        Ok(billing::statement(&self.facts, period, now)?)
+        let statement = Arc::new(billing::statement(&self.facts, period, now)?);
+        self.priced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(period, statement.clone());
+        Ok(statement)
     }
+}
+
+/// Tables statements read.
+const READ: [&str; 5] = [
+    tables::ledger_events::TABLE,
+    tables::decisions::TABLE,
+    tables::allocations::TABLE,
+    tables::device_hourly::TABLE,
+    tables::samples::TABLE,
+];
+
+/// Every history file statements read: path, length and modification
+/// time. History files are written once under their final name and never
+/// changed (compaction replaces them with new names), so the same listing
+/// means the same rows.
+type Listing = Vec<(PathBuf, u64, Option<SystemTime>)>;
+
+fn listing(root: &Path) -> std::io::Result<Listing> {
+    let mut out = Listing::new();
+    for table in READ {
+        let Ok(days) = std::fs::read_dir(root.join(table)) else {
+            continue;
+        };
+        for day in days {
+            let day = day?;
+            if !day.file_type()?.is_dir() {
+                continue;
+            }
+            for file in std::fs::read_dir(day.path())? {
+                let file = file?;
+                let path = file.path();
+                if path.extension().is_some_and(|e| e == "parquet") {
+                    let meta = file.metadata()?;
+                    out.push((path, meta.len(), meta.modified().ok()));
+                }
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// What the history recorded, kept while its files stay the same: a
+/// statement (or a statement view) over an unchanged history reuses it
+/// instead of reading and folding every table again. One per service,
+/// installed as an extension of the session's configuration.
+#[derive(Debug)]
+pub struct RecordedCache {
+    root: PathBuf,
+    kept: tokio::sync::Mutex<Option<(Listing, Arc<Recorded>)>>,
+}
+
+impl RecordedCache {
+    /// A cache over the history under `root`.
+    pub fn new(root: &Path) -> Self {
+        Self {
+            root: root.to_owned(),
+            kept: tokio::sync::Mutex::new(None),
+        }
+    }
+}
+
+/// What the history recorded, from the session's [`RecordedCache`] while
+/// the files are unchanged, else read anew.
+pub async fn recorded(ctx: &SessionContext) -> Result<Arc<Recorded>, StatementError> {
+    let Some(cache) = ctx.state().config().get_extension::<RecordedCache>() else {
+        return Ok(Arc::new(load(ctx).await?));
+    };
+    // One reader at a time: a second caller waits for the first's result
+    // rather than reading the same files again.
+    let mut kept = cache.kept.lock().await;
+    let root = cache.root.clone();
+    let now = tokio::task::spawn_blocking(move || listing(&root))
+        .await
+        .map_err(|e| StatementError::Row {
+            table: "history",
+            message: format!("listing the files: {e}"),
+        })?
+        .map_err(|e| StatementError::Row {
+            table: "history",
+            message: format!("listing the files: {e}"),
+        })?;
+    if let Some((seen, recorded)) = kept.as_ref()
+        && *seen == now
+    {
+        return Ok(recorded.clone());
+    }
+    let fresh = Arc::new(load(ctx).await?);
+    *kept = Some((now, fresh.clone()));
+    Ok(fresh)
 }
 
 /// Everything the ledger recorded that statements need.
@@ -116,12 +230,16 @@ pub async fn load(ctx: &SessionContext) -> Result<Recorded, StatementError> {
         facts,
         first: timestamp_at(&span, 0),
         now,
+        priced: std::sync::Mutex::default(),
     })
 }
 
 /// The statement of `period`, up to the ledger's time.
-pub async fn statement(ctx: &SessionContext, period: Period) -> Result<Statement, StatementError> {
-    load(ctx).await?.statement(period)
+pub async fn statement(
+    ctx: &SessionContext,
+    period: Period,
+) -> Result<Arc<Statement>, StatementError> {
+    recorded(ctx).await?.statement(period)
 }
 
 /// A statement as CSV: one row per tenant and line.

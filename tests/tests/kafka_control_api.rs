@@ -293,6 +293,14 @@ async fn kafka_control_api_appends_events_and_answers_admissions() {
     assert!(value("gpuledger_ledger_events_rejected_total") >= 2);
     assert!(value("gpuledger_decisions_emitted_total") >= 5);
     assert!(value("gpuledger_api_requests_refused_total") >= 8);
+    // Every answered admission (HTTP and webhook) is timed; the buckets
+    // are cumulative up to `+Inf`, which counts them all.
+    let answered = value("gpuledger_admission_seconds_count");
+    assert!(answered >= 2, "{metrics}");
+    assert_eq!(
+        value("gpuledger_admission_seconds_bucket{le=\"+Inf\"}"),
+        answered
+    );
 
     // The processor's own ticks: a Clock for the pool within a few seconds.
     let ledger = read_committed(

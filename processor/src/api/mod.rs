@@ -230,6 +230,7 @@ async fn post_admission(
     let request: AdmissionBody = serde_json::from_str(&body)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("admission request: {e}")))?;
     let request_id = request.request_id.clone();
+    let asked = std::time::Instant::now();
     let event = state.event(AdmissionRequest {
         pool: request.pool,
         request_id: request.request_id,
@@ -245,6 +246,7 @@ async fn post_admission(
         matches!(&d.body, EventBody::AdmissionDecision(_))
     })
     .await?;
+    crate::metrics::ADMISSION_SECONDS.observe(asked.elapsed());
     Ok(Json(answer.to_json_value()).into_response())
 }
 
@@ -441,10 +443,15 @@ async fn post_k8s_admission(
         // sideEffects: NoneOnDryRun — decide on a copy of the state, append nothing.
         dry_run_decision(&state, &event)
     } else {
-        append_and_wait(&state, &event, Key::Request(ask.request_id), |d| {
+        let asked = std::time::Instant::now();
+        let answer = append_and_wait(&state, &event, Key::Request(ask.request_id), |d| {
             matches!(&d.body, EventBody::AdmissionDecision(_))
         })
-        .await
+        .await;
+        if answer.is_ok() {
+            crate::metrics::ADMISSION_SECONDS.observe(asked.elapsed());
+        }
+        answer
     };
     let reply = match answer {
         Ok(decision) => match &decision.body {

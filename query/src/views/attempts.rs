@@ -98,7 +98,7 @@ fn is_compute(line: StatementLine) -> bool {
 
 pub(super) fn job_costs_columns(
     recorded: &Recorded,
-    statements: &[Statement],
+    statements: &[Arc<Statement>],
 ) -> Result<Vec<ArrayRef>> {
     let (mut period, mut currency, mut tenant, mut pool) = (
         StringBuilder::new(),
@@ -231,7 +231,7 @@ pub(super) fn job_costs_columns(
 }
 
 /// Splits every compute charge into the hours it covers.
-pub(super) fn usage_hourly_columns(statements: &[Statement]) -> Result<Vec<ArrayRef>> {
+pub(super) fn usage_hourly_columns(statements: &[Arc<Statement>]) -> Result<Vec<ArrayRef>> {
     /// (hour, tenant, pool, kind, model)
     type Key<'a> = (i64, &'a str, &'a str, &'static str, &'a str);
     /// GPU-hours held, and by which attempts.

@@ -130,7 +130,7 @@ impl StatementView {
         }
     }
 
-    fn rows(&self, recorded: &Recorded, statements: &[Statement]) -> Result<RecordBatch> {
+    fn rows(&self, recorded: &Recorded, statements: &[Arc<Statement>]) -> Result<RecordBatch> {
         let columns = match self.shape {
             Shape::Chargeback => chargeback_columns(statements)?,
             Shape::Statements => statement_columns(statements)?,
@@ -150,7 +150,7 @@ fn money() -> Decimal128Builder {
     Decimal128Builder::new().with_data_type(MONEY)
 }
 
-fn chargeback_columns(statements: &[Statement]) -> Result<Vec<ArrayRef>> {
+fn chargeback_columns(statements: &[Arc<Statement>]) -> Result<Vec<ArrayRef>> {
     let (mut period, mut currency, mut tenant, mut line, mut amount) = (
         StringBuilder::new(),
         StringBuilder::new(),
@@ -176,7 +176,7 @@ fn chargeback_columns(statements: &[Statement]) -> Result<Vec<ArrayRef>> {
     ])
 }
 
-fn statement_columns(statements: &[Statement]) -> Result<Vec<ArrayRef>> {
+fn statement_columns(statements: &[Arc<Statement>]) -> Result<Vec<ArrayRef>> {
     let (mut period, mut currency, mut tenant) = (
         StringBuilder::new(),
         StringBuilder::new(),
@@ -289,7 +289,7 @@ impl TableProvider for StatementView {
                 DataFusionError::Internal("statement views need a SessionState".into())
             })?;
         let ctx = SessionContext::new_with_state(state.clone());
-        let recorded = statements::load(&ctx)
+        let recorded = statements::recorded(&ctx)
             .await
             .map_err(|e| DataFusionError::External(Box::new(e)))?;
         let periods = pinned_periods(filters).unwrap_or_else(|| recorded.periods());
