@@ -20,7 +20,7 @@ use rdkafka::Message;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 
 use crate::history::hourly;
-use crate::history::layout::{FileName, durable_offsets, remove_leftovers, remove_orphans};
+use crate::history::layout::{FileName, durable_offsets, remove_beyond, remove_leftovers};
 use crate::history::samples::{self, SamplesBuilder};
 use crate::history::sink::write_file;
 use crate::{Error, Result, metrics};
@@ -94,7 +94,7 @@ pub async fn run(config: &TelemetryWriterConfig, mut shutdown: Shutdown) -> Resu
         );
     }
     let mut durable = durable_offsets(&config.history_root, samples::TABLE, &topic)?;
-    let orphans = remove_orphans(&config.history_root, hourly::TABLE, &topic, &durable)?;
+    let orphans = remove_beyond(&config.history_root, hourly::TABLE, &topic, &durable)?;
     if orphans > 0 {
         tracing::info!(
             orphans,

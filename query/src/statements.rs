@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use gpuledger_common::history::day_files;
 use gpuledger_schemas::{Event, Timestamp, tables};
 
 /// Why a statement could not be given.
@@ -129,20 +130,13 @@ type Listing = Vec<(PathBuf, u64, Option<SystemTime>)>;
 fn listing(root: &Path) -> std::io::Result<Listing> {
     let mut out = Listing::new();
     for table in READ {
-        let Ok(days) = std::fs::read_dir(root.join(table)) else {
-            continue;
-        };
-        for day in days {
-            let day = day?;
-            if !day.file_type()?.is_dir() {
-                continue;
-            }
-            for file in std::fs::read_dir(day.path())? {
-                let file = file?;
-                let path = file.path();
-                if path.extension().is_some_and(|e| e == "parquet") {
-                    let meta = file.metadata()?;
-                    out.push((path, meta.len(), meta.modified().ok()));
+        for (path, name) in day_files(root, table)? {
+            if name.ends_with(".parquet") && !name.starts_with('.') {
+                // A file compaction just replaced is simply gone.
+                match std::fs::metadata(&path) {
+                    Ok(meta) => out.push((path, meta.len(), meta.modified().ok())),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
                 }
             }
         }

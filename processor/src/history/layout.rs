@@ -3,6 +3,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use gpuledger_common::history::day_files;
+
 /// The parts of a history file name:
 /// `<topic>-<partition>-<first offset>-<last offset>.parquet`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,60 +53,41 @@ pub fn durable_offsets(
     topic: &str,
 ) -> std::io::Result<HashMap<i32, i64>> {
     let mut out = HashMap::new();
-    let table_dir = root.join(table);
-    let days = match std::fs::read_dir(&table_dir) {
-        Ok(days) => days,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(e),
-    };
-    for day in days {
-        let day = day?;
-        if !day.file_type()?.is_dir() {
+    for (_, file) in day_files(root, table)? {
+        let Some(name) = FileName::parse(&file) else {
             continue;
-        }
-        for file in std::fs::read_dir(day.path())? {
-            let file = file?;
-            let Some(name) = file.file_name().to_str().and_then(FileName::parse) else {
-                continue;
-            };
-            if name.topic == topic {
-                let entry = out.entry(name.partition).or_insert(name.last_offset);
-                *entry = (*entry).max(name.last_offset);
-            }
+        };
+        if name.topic == topic {
+            let entry = out.entry(name.partition).or_insert(name.last_offset);
+            *entry = (*entry).max(name.last_offset);
         }
     }
     Ok(out)
 }
 
-/// Removes the files of `topic` in `table` that lie beyond what `durable`
-/// (the highest durable offset per partition of the table they accompany)
-/// covers: written just before a file a crash then prevented. Returns how
-/// many were removed.
-pub fn remove_orphans(
+/// Removes the files of `topic` in `table` that start beyond `frontier`
+/// (the highest durable offset per partition of the table whose file is
+/// written last): the first half of a write a crash cut short. The records
+/// are read again and the files written anew. Returns how many were
+/// removed.
+pub fn remove_beyond(
     root: &Path,
     table: &str,
     topic: &str,
-    durable: &HashMap<i32, i64>,
+    frontier: &HashMap<i32, i64>,
 ) -> std::io::Result<usize> {
     let mut removed = 0;
-    let Ok(days) = std::fs::read_dir(root.join(table)) else {
-        return Ok(0);
-    };
-    for day in days.flatten() {
-        let Ok(files) = std::fs::read_dir(day.path()) else {
+    for (path, file) in day_files(root, table)? {
+        let Some(name) = FileName::parse(&file) else {
             continue;
         };
-        for file in files.flatten() {
-            let Some(name) = file.file_name().to_str().and_then(FileName::parse) else {
-                continue;
-            };
-            let covered = durable
-                .get(&name.partition)
-                .is_some_and(|&done| name.last_offset <= done);
-            if name.topic == topic && !covered {
-                std::fs::remove_file(file.path())?;
-                removed += 1;
-            }
+        let beyond = frontier
+            .get(&name.partition)
+            .is_none_or(|f| name.first_offset > *f);
+        if name.topic == topic && beyond {
+            tracing::warn!(file = %path.display(), "removing a file of an unfinished write");
+            std::fs::remove_file(path)?;
+            removed += 1;
         }
     }
     Ok(removed)
@@ -114,20 +97,10 @@ pub fn remove_orphans(
 /// never reached its rename). Returns how many were removed.
 pub fn remove_leftovers(root: &Path, table: &str) -> std::io::Result<usize> {
     let mut removed = 0;
-    let Ok(days) = std::fs::read_dir(root.join(table)) else {
-        return Ok(0);
-    };
-    for day in days.flatten() {
-        let Ok(files) = std::fs::read_dir(day.path()) else {
-            continue;
-        };
-        for file in files.flatten() {
-            let name = file.file_name();
-            let name = name.to_string_lossy();
-            if name.starts_with('.') && name.ends_with(".parquet.tmp") {
-                std::fs::remove_file(file.path())?;
-                removed += 1;
-            }
+    for (path, file) in day_files(root, table)? {
+        if file.starts_with('.') && file.ends_with(".parquet.tmp") {
+            std::fs::remove_file(path)?;
+            removed += 1;
         }
     }
     Ok(removed)

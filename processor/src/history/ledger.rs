@@ -21,7 +21,7 @@ use gpuledger_schemas::billing::Segment;
 use gpuledger_schemas::tables::{allocations, decisions, ledger_events};
 use serde_json::{Value, json};
 
-use super::layout::{FileName, durable_offsets, remove_leftovers};
+use super::layout::{FileName, durable_offsets, remove_beyond, remove_leftovers};
 use super::sink::write_file;
 use crate::{Error, Result, metrics};
 
@@ -63,12 +63,11 @@ impl LedgerHistory {
         for table in TABLES {
             remove_leftovers(root, table)?;
         }
-        let frontier: BTreeMap<i32, i64> = durable_offsets(root, ledger_events::TABLE, topic)?
-            .into_iter()
-            .collect();
+        let durable = durable_offsets(root, ledger_events::TABLE, topic)?;
         for table in [decisions::TABLE, allocations::TABLE] {
-            remove_beyond(root, table, topic, &frontier)?;
+            remove_beyond(root, table, topic, &durable)?;
         }
+        let frontier: BTreeMap<i32, i64> = durable.into_iter().collect();
         Ok(Self {
             root: root.to_owned(),
             topic: topic.to_owned(),
@@ -203,35 +202,4 @@ fn to_batch(schema: SchemaRef, rows: &[Value]) -> Result<RecordBatch> {
         .flush()
         .map_err(history)?
         .ok_or_else(|| Error::History("no rows to write".into()))
-}
-
-/// Removes files of `table` that start beyond the frontier of their
-/// partition: the first half of a flush that never finished.
-fn remove_beyond(
-    root: &Path,
-    table: &str,
-    topic: &str,
-    frontier: &BTreeMap<i32, i64>,
-) -> Result<()> {
-    let Ok(days) = std::fs::read_dir(root.join(table)) else {
-        return Ok(());
-    };
-    for day in days.flatten() {
-        let Ok(files) = std::fs::read_dir(day.path()) else {
-            continue;
-        };
-        for file in files.flatten() {
-            let Some(name) = file.file_name().to_str().and_then(FileName::parse) else {
-                continue;
-            };
-            let beyond = frontier
-                .get(&name.partition)
-                .is_none_or(|f| name.first_offset > *f);
-            if name.topic == topic && beyond {
-                tracing::warn!(file = %file.path().display(), "removing a file of an unfinished flush");
-                std::fs::remove_file(file.path())?;
-            }
-        }
-    }
-    Ok(())
 }
