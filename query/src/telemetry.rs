@@ -1,13 +1,16 @@
 //! What the samples add to statements (DESIGN §5, §6), read from the
 //! `device_hourly` roll-up rather than the raw samples.
 //!
-//! The roll-up's rows of one device and hour are summed into one
-//! [`DeviceHour`]. Where one holder (or none) and one price book cover
-//! the hour's whole span inside one month, the sums price exactly as the
-//! samples would ([`Holders::settles_whole`]). Elsewhere — a job starting
-//! or ending inside the hour, a price-book change, a month boundary, the
-//! ledger's `now` — that device-hour's raw samples are read and priced one
-//! by one. Either way the figures equal pricing every sample.
+//! The roll-up's rows of one device, hour and holder (the collector's
+//! tenant and job) are summed into one [`DeviceHour`]. Where one ledger
+//! segment (or none) and one price book cover its whole span inside one
+//! month, the sums price exactly as the samples would
+//! ([`Holders::settles_whole`]): a job that starts or ends inside an hour
+//! leaves its own part of the hour whole, as the collector saw the same
+//! holder. Elsewhere — the collector's holder disagreeing with the
+//! ledger's near a boundary, a price-book change, a month boundary, the
+//! ledger's `now` — that group's raw samples are read and priced one by
+//! one. Either way the figures equal pricing every sample.
 //!
 //! Energy deltas: within a roll-up row they are already summed; a
 //! device's first counter in a file (`opening_energy_mj`) takes its delta
@@ -30,15 +33,20 @@ const DEVICES_PER_QUERY: usize = 256;
 
 /// The samples rolled up per device, hour and holder.
 const HOURLY: &str = "SELECT pool, device_uuid, \"hour\", slices, max_slices, span_start, \
-     first_time, last_time, idle_ms, energy_mj, opening_energy_mj, closing_energy_mj \
-     FROM device_hourly";
+     first_time, last_time, idle_ms, energy_mj, opening_energy_mj, closing_energy_mj, \
+     tenant, job_id FROM device_hourly";
 
-/// One device-hour, summed over its roll-up rows.
+/// Which roll-up rows are summed together: pool, device, hour and holder
+/// (the collector's tenant and job, as one name; `None` for none).
+type Key = (usize, usize, i64, Option<usize>);
+
+/// One device-hour of one holder, summed over its roll-up rows.
 #[derive(Debug, Clone)]
 struct Hour {
     pool: usize,
     device: usize,
     hour: i64,
+    holder: Option<usize>,
     slices: i32,
     max_slices: i32,
     /// Its rows disagree on the share (a MIG layout changed).
@@ -51,14 +59,14 @@ struct Hour {
 }
 
 /// A device's first (opening) or last (closing) energy counter in one
-/// file, and the device-hour (pool, device, hour) it was booked in.
+/// file, and the roll-up group it was booked in.
 #[derive(Debug, Clone, Copy)]
 struct Counter {
     device: usize,
     time: i64,
     closing: bool,
     value: i64,
-    hour: (usize, usize, i64),
+    hour: Key,
 }
 
 /// Strings seen, numbered, so that a million rows do not hold a million
@@ -122,7 +130,8 @@ pub(crate) async fn load(
 ) -> Result<(), StatementError> {
     let mut pools = Names::default();
     let mut devices = Names::default();
-    let mut hours: BTreeMap<(usize, usize, i64), Hour> = BTreeMap::new();
+    let mut holders = Names::default();
+    let mut hours: BTreeMap<Key, Hour> = BTreeMap::new();
     let mut counters: Vec<Counter> = Vec::new();
     for batch in ctx.sql(HOURLY).await?.collect().await? {
         let pool = batch.column(0).as_string::<i32>();
@@ -137,16 +146,20 @@ pub(crate) async fn load(
         let energy = longs(&batch, 9)?;
         let opening = longs(&batch, 10)?;
         let closing = longs(&batch, 11)?;
+        let tenant = batch.column(12).as_string::<i32>();
+        let job = batch.column(13).as_string::<i32>();
         for i in 0..batch.num_rows() {
             let key = (
                 pools.id(pool.value(i)),
                 devices.id(device.value(i)),
                 hour[i],
+                holder_id(&mut holders, tenant_job(tenant, job, i)),
             );
             let h = hours.entry(key).or_insert(Hour {
                 pool: key.0,
                 device: key.1,
                 hour: key.2,
+                holder: key.3,
                 slices: slices[i],
                 max_slices: max_slices[i],
                 mixed: false,
@@ -220,7 +233,7 @@ pub(crate) async fn load(
     let mut single: Vec<Hour> = Vec::new();
     for (pool_id, pool) in pools.names.iter().enumerate() {
         let holders = facts.holders(pool);
-        let in_pool = hours.range((pool_id, 0, i64::MIN)..(pool_id + 1, 0, i64::MIN));
+        let in_pool = hours.range((pool_id, 0, i64::MIN, None)..(pool_id + 1, 0, i64::MIN, None));
         for h in in_pool.map(|(_, h)| h) {
             let (from, to) = (
                 Timestamp::from_micros(h.from),
@@ -256,7 +269,44 @@ pub(crate) async fn load(
             "pricing device-hours sample by sample"
         );
     }
-    samples_one_by_one(ctx, facts, &pools, &devices, &single).await
+    // A device-hour's energy over all its holders: what its first
+    // sample's delta is worked out from.
+    let mut totals: HashMap<(usize, i64), i64> = HashMap::new();
+    for h in hours.values() {
+        *totals.entry((h.device, h.hour)).or_default() += h.energy_mj;
+    }
+    let names = Known {
+        pools: &pools,
+        devices: &devices,
+        holders: &holders,
+    };
+    samples_one_by_one(ctx, facts, &names, &single, &totals).await
+}
+
+/// The names the roll-up rows were numbered by.
+struct Known<'a> {
+    pools: &'a Names,
+    devices: &'a Names,
+    holders: &'a Names,
+}
+
+/// A row's tenant and job as one name, `None` when it has neither.
+fn tenant_job<'a>(
+    tenant: &'a datafusion::arrow::array::StringArray,
+    job: &'a datafusion::arrow::array::StringArray,
+    i: usize,
+) -> Option<(&'a str, &'a str)> {
+    let t = tenant.is_valid(i).then(|| tenant.value(i));
+    let j = job.is_valid(i).then(|| job.value(i));
+    (t.is_some() || j.is_some()).then(|| (t.unwrap_or(""), j.unwrap_or("")))
+}
+
+fn holder_name((tenant, job): (&str, &str)) -> String {
+    format!("{tenant}\u{0}{job}")
+}
+
+fn holder_id(holders: &mut Names, holder: Option<(&str, &str)>) -> Option<usize> {
+    holder.map(|h| holders.id(&holder_name(h)))
 }
 
 /// A raw sample, as pricing one by one needs it.
@@ -266,47 +316,56 @@ struct Raw {
     interval_ms: i64,
     slices: i64,
     max_slices: i64,
+    holder: Option<usize>,
     idle: bool,
     energy_mj: Option<i64>,
 }
 
-/// Reads the raw samples of `hours` and prices them one by one.
+/// Reads the raw samples of the device-hours of `groups` and prices the
+/// samples of those groups one by one. `totals` is each device-hour's
+/// energy over all its holders.
 async fn samples_one_by_one(
     ctx: &SessionContext,
     facts: &mut Facts,
-    pools: &Names,
-    devices: &Names,
-    hours: &[Hour],
+    names: &Known<'_>,
+    groups: &[Hour],
+    totals: &HashMap<(usize, i64), i64>,
 ) -> Result<(), StatementError> {
+    let wanted: HashMap<(usize, i64, Option<usize>), &Hour> = groups
+        .iter()
+        .map(|h| ((h.device, h.hour, h.holder), h))
+        .collect();
     // One query per day and group of devices; samples at time t belong
     // to the hour of t − 1 µs, so an hour's samples lie in (hour, hour + 1h].
-    let mut by_day: BTreeMap<i64, Vec<&Hour>> = BTreeMap::new();
-    for h in hours {
+    let mut by_day: BTreeMap<i64, Vec<(usize, i64)>> = BTreeMap::new();
+    for h in groups {
         by_day
             .entry(h.hour.div_euclid(24 * MICROS_PER_HOUR))
             .or_default()
-            .push(h);
+            .push((h.device, h.hour));
     }
     let mut read: HashMap<(usize, i64), Vec<Raw>> = HashMap::new();
-    let wanted: HashMap<(usize, i64), &Hour> =
-        hours.iter().map(|h| ((h.device, h.hour), h)).collect();
-    for day_hours in by_day.values() {
+    for mut day_hours in by_day.into_values() {
+        day_hours.sort_unstable();
+        day_hours.dedup();
+        let fetch: std::collections::HashSet<(usize, i64)> = day_hours.iter().copied().collect();
         for chunk in day_hours.chunks(DEVICES_PER_QUERY) {
-            let from = chunk.iter().map(|h| h.hour).min().unwrap_or_default();
-            let to = chunk.iter().map(|h| h.hour).max().unwrap_or_default() + MICROS_PER_HOUR;
-            let mut names: Vec<&str> = chunk
+            let from = chunk.iter().map(|h| h.1).min().unwrap_or_default();
+            let to = chunk.iter().map(|h| h.1).max().unwrap_or_default() + MICROS_PER_HOUR;
+            let mut list: Vec<&str> = chunk
                 .iter()
-                .map(|h| devices.names[h.device].as_str())
+                .map(|h| names.devices.names[h.0].as_str())
                 .collect();
-            names.sort_unstable();
-            names.dedup();
-            let list = names
+            list.sort_unstable();
+            list.dedup();
+            let list = list
                 .iter()
                 .map(|n| format!("'{}'", n.replace('\'', "''")))
                 .collect::<Vec<_>>()
                 .join(", ");
             let sql = format!(
-                "SELECT device_uuid, \"time\", interval_ms, slices, max_slices, sm_util_pct, energy_mj \
+                "SELECT device_uuid, \"time\", interval_ms, slices, max_slices, sm_util_pct, \
+                 energy_mj, tenant, job_id \
                  FROM samples \
                  WHERE \"date\" >= DATE '{}' AND \"date\" <= DATE '{}' \
                  AND \"time\" > to_timestamp_micros({from}) AT TIME ZONE 'UTC' \
@@ -323,19 +382,24 @@ async fn samples_one_by_one(
                 let max_slices = batch.column(4).as_primitive::<Int32Type>();
                 let sm = batch.column(5).as_primitive::<Float32Type>();
                 let energy = batch.column(6).as_primitive::<Int64Type>();
+                let tenant = batch.column(7).as_string::<i32>();
+                let job = batch.column(8).as_string::<i32>();
                 for i in 0..batch.num_rows() {
-                    let Some(&device_id) = devices.index.get(device.value(i)) else {
+                    let Some(&device_id) = names.devices.index.get(device.value(i)) else {
                         continue;
                     };
                     let key = (device_id, hour_of(time.value(i)));
-                    if !wanted.contains_key(&key) {
+                    if !fetch.contains(&key) {
                         continue;
                     }
+                    let holder = tenant_job(tenant, job, i)
+                        .and_then(|h| names.holders.index.get(&holder_name(h)).copied());
                     read.entry(key).or_default().push(Raw {
                         time: time.value(i),
                         interval_ms: i64::from(interval.value(i)),
                         slices: i64::from(slices.value(i)),
                         max_slices: i64::from(max_slices.value(i)),
+                        holder,
                         idle: sm.is_valid(i) && sm.value(i) < IDLE_BELOW_PCT,
                         energy_mj: energy.is_valid(i).then(|| energy.value(i)),
                     });
@@ -343,10 +407,7 @@ async fn samples_one_by_one(
             }
         }
     }
-    for (key, mut samples) in read {
-        let h = wanted[&key];
-        let pool = &pools.names[h.pool];
-        let device = &devices.names[h.device];
+    for ((device_id, hour), mut samples) in read {
         samples.sort_by_key(|s| s.time);
         // Deltas between the hour's own readings; the first reading's
         // delta is what the roll-up summed for the hour less the rest.
@@ -359,33 +420,46 @@ async fn samples_one_by_one(
             }
         }
         let rest: i64 = deltas.iter().skip(1).map(|(_, d)| d).sum();
+        let total = totals.get(&(device_id, hour)).copied().unwrap_or_default();
         if let Some(first) = deltas.first_mut() {
-            first.1 = h.energy_mj - rest;
+            first.1 = total - rest;
         }
-        for (i, delta_mj) in deltas {
-            let s = samples[i];
-            facts.energy(
-                pool,
-                EnergyUse {
-                    device_uuid: device.clone(),
-                    at: Timestamp::from_micros(s.time),
-                    delta_mj,
-                    slices: s.slices,
-                    max_slices: s.max_slices,
-                },
-            );
+        let mut energy_of = vec![None; samples.len()];
+        for (i, delta) in deltas {
+            energy_of[i] = Some(delta);
         }
-        for s in samples.iter().filter(|s| s.idle) {
-            facts.idle(
-                pool,
-                IdleStretch {
-                    device_uuid: device.clone(),
-                    from: Timestamp::from_micros(s.time - s.interval_ms * 1_000),
-                    to: Timestamp::from_micros(s.time),
-                    slices: s.slices,
-                    max_slices: s.max_slices,
-                },
-            );
+        let device = &names.devices.names[device_id];
+        for (s, delta_mj) in samples.iter().zip(energy_of) {
+            // Only the samples of the groups asked for; the others were
+            // priced whole.
+            let Some(group) = wanted.get(&(device_id, hour, s.holder)) else {
+                continue;
+            };
+            let pool = &names.pools.names[group.pool];
+            if let Some(delta_mj) = delta_mj {
+                facts.energy(
+                    pool,
+                    EnergyUse {
+                        device_uuid: device.clone(),
+                        at: Timestamp::from_micros(s.time),
+                        delta_mj,
+                        slices: s.slices,
+                        max_slices: s.max_slices,
+                    },
+                );
+            }
+            if s.idle {
+                facts.idle(
+                    pool,
+                    IdleStretch {
+                        device_uuid: device.clone(),
+                        from: Timestamp::from_micros(s.time - s.interval_ms * 1_000),
+                        to: Timestamp::from_micros(s.time),
+                        slices: s.slices,
+                        max_slices: s.max_slices,
+                    },
+                );
+            }
         }
     }
     Ok(())
