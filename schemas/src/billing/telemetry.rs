@@ -119,10 +119,12 @@ impl<'a> Holders<'a> {
     }
 
     /// Whether a device's samples over [from, to) can be priced summed
-    /// ([`DeviceHour`](super::DeviceHour)): the span lies inside one month and before `now`,
-    /// the book in force does not change inside it, and either no segment
-    /// on the device overlaps it or exactly one covers it whole. Otherwise
-    /// each sample must be priced on its own.
+    /// ([`DeviceHour`](super::DeviceHour)): the span lies inside one month
+    /// and before `now`, the book in force does not change inside it, and
+    /// either no segment on the device overlaps it, or the segments that do
+    /// cover it without a gap and are priced alike (one tenant, kind,
+    /// model and GE: a job's attempts one after the other). Otherwise each
+    /// sample must be priced on its own.
     pub fn settles_whole(
         &self,
         device: &str,
@@ -144,12 +146,29 @@ impl<'a> Holders<'a> {
         {
             return false;
         }
-        let mut overlapping = self.overlapping(device, from, to, now);
-        match (overlapping.next(), overlapping.next()) {
-            (None, _) => true,
-            (Some(s), None) => s.start <= from && s.end.unwrap_or(now) >= to,
-            (Some(_), Some(_)) => false,
+        let mut overlapping: Vec<&Segment> = self.overlapping(device, from, to, now).collect();
+        let Some(first) = overlapping.first().copied() else {
+            return true;
+        };
+        let alike = |s: &&Segment| {
+            s.tenant == first.tenant
+                && s.kind == first.kind
+                && s.model == first.model
+                && (s.slices, s.max_slices) == (first.slices, first.max_slices)
+        };
+        if !overlapping.iter().all(alike) {
+            return false;
         }
+        // Covered from `from` to `to` without a gap.
+        overlapping.sort_by_key(|s| s.start);
+        let mut covered = from;
+        for s in overlapping {
+            if s.start > covered {
+                return false;
+            }
+            covered = covered.max(s.end.unwrap_or(now));
+        }
+        covered >= to
     }
 }
 
