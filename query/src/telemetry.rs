@@ -230,6 +230,7 @@ pub(crate) async fn load(
 
     // Device-hours priced whole, and those whose samples must be read.
     let mut whole: Vec<(usize, DeviceHour)> = Vec::new();
+    let each_sample = std::env::var_os("GPULEDGER_PRICE_EACH_SAMPLE").is_some_and(|v| v == "1");
     let mut single: Vec<Hour> = Vec::new();
     for (pool_id, pool) in pools.names.iter().enumerate() {
         let holders = facts.holders(pool);
@@ -240,7 +241,7 @@ pub(crate) async fn load(
                 Timestamp::from_micros(h.last),
             );
             let device = &devices.names[h.device];
-            if !h.mixed && holders.settles_whole(device, from, to, now) {
+            if !each_sample && !h.mixed && holders.settles_whole(device, from, to, now) {
                 whole.push((
                     pool_id,
                     DeviceHour {
@@ -348,8 +349,10 @@ async fn samples_one_by_one(
     for mut day_hours in by_day.into_values() {
         day_hours.sort_unstable();
         day_hours.dedup();
-        let fetch: std::collections::HashSet<(usize, i64)> = day_hours.iter().copied().collect();
         for chunk in day_hours.chunks(DEVICES_PER_QUERY) {
+            // Only this chunk's device-hours: another chunk's may come back
+            // too (same device, hour in range) and are read by that chunk.
+            let fetch: std::collections::HashSet<(usize, i64)> = chunk.iter().copied().collect();
             let from = chunk.iter().map(|h| h.1).min().unwrap_or_default();
             let to = chunk.iter().map(|h| h.1).max().unwrap_or_default() + MICROS_PER_HOUR;
             let mut list: Vec<&str> = chunk

@@ -120,4 +120,34 @@ fn generated_history_is_deterministic_and_prices_as_its_samples() {
         assert_eq!(t["lines"]["energy"], expected.as_str(), "{tenant}: {mj} mJ");
         assert_ne!(t["breakdown"]["idle_allocated"], "0.00", "{tenant}");
     }
+
+    // Priced sample by sample instead of from the roll-up: the same
+    // lines to the cent. `idle_allocated` is left out: the two ways
+    // disagree on it today (an open bug, see docs/query.md).
+    let (_each, each_url, _) = start_query_with_env(&a, &work.path().join("query-each.log"));
+    let mut each: serde_json::Value =
+        ureq::get(&format!("{each_url}/v1/statements?period=2026-11"))
+            .call()
+            .expect("a statement")
+            .into_json()
+            .unwrap();
+    let mut rolled = statement.clone();
+    for s in [&mut each, &mut rolled] {
+        for t in s["tenants"].as_array_mut().unwrap() {
+            t["breakdown"]
+                .as_object_mut()
+                .unwrap()
+                .remove("idle_allocated");
+        }
+    }
+    assert_eq!(each, rolled);
+}
+
+/// A query service that prices every sample on its own.
+fn start_query_with_env(root: &Path, log: &Path) -> (gpuledger_tests::Service, String, String) {
+    // SAFETY: set before the service process is spawned, read only by it.
+    unsafe { std::env::set_var("GPULEDGER_PRICE_EACH_SAMPLE", "1") };
+    let started = start_query(root, &[], log);
+    unsafe { std::env::remove_var("GPULEDGER_PRICE_EACH_SAMPLE") };
+    started
 }
