@@ -438,14 +438,18 @@ fn month_to_date_spend_is_rounded_lines_plus_overhead() {
     assert_eq!(hours.to_string(), "10/7");
 }
 
+/// `base("usage", "central")` with a second book from 1 November that
+/// prices energy at `per_kwh`.
+fn with_energy_price(per_kwh: &str) -> Facts {
+    let mut facts = base("usage", "central");
+    let book = r#"{"type":"PriceBook","event_id":"book-2","event_time":"2026-11-01T00:00:00Z","source":"t","cluster":"c","version":2,"effective_from":"2026-11-01T00:00:00Z","currency":"USD","rates":[{"model":"M","reserved_per_gpu_hour":"2.00","quota_per_gpu_hour":"3.00","on_demand_per_gpu_hour":"5.00"}],"storage_per_gb_month":"0.10","egress_per_gb":"0.05","energy_per_kwh":"PRICE","overhead_pct":"0","reservation_charge":"usage","idle_distribution":"central"}"#.replace("PRICE", per_kwh);
+    facts.observe(&event(&book)).unwrap();
+    facts
+}
+
 #[test]
 fn energy_and_idle_time_come_from_telemetry() {
-    let mut facts = base("usage", "central");
-    facts
-        .observe(&event(
-            r#"{"type":"PriceBook","event_id":"book-2","event_time":"2026-11-01T00:00:00Z","source":"t","cluster":"c","version":2,"effective_from":"2026-11-01T00:00:00Z","currency":"USD","rates":[{"model":"M","reserved_per_gpu_hour":"2.00","quota_per_gpu_hour":"3.00","on_demand_per_gpu_hour":"5.00"}],"storage_per_gb_month":"0.10","egress_per_gb":"0.05","energy_per_kwh":"0.30","overhead_pct":"0","reservation_charge":"usage","idle_distribution":"central"}"#,
-        ))
-        .unwrap();
+    let mut facts = with_energy_price("0.30");
     // Tenant a holds G1 (a whole GPU) from 00:00 to 02:00: 2 h × 3.00.
     facts.segment(segment(
         "a",
@@ -530,12 +534,7 @@ fn energy_and_idle_time_come_from_telemetry() {
 
 #[test]
 fn device_hours_price_exactly_as_the_samples_they_sum() {
-    let mut facts = base("usage", "central");
-    facts
-        .observe(&event(
-            r#"{"type":"PriceBook","event_id":"book-2","event_time":"2026-11-01T00:00:00Z","source":"t","cluster":"c","version":2,"effective_from":"2026-11-01T00:00:00Z","currency":"USD","rates":[{"model":"M","reserved_per_gpu_hour":"2.00","quota_per_gpu_hour":"3.00","on_demand_per_gpu_hour":"5.00"}],"storage_per_gb_month":"0.10","egress_per_gb":"0.05","energy_per_kwh":"0.37","overhead_pct":"0","reservation_charge":"usage","idle_distribution":"central"}"#,
-        ))
-        .unwrap();
+    let mut facts = with_energy_price("0.37");
     // `a` holds a 3/7 instance from 01:00 to 03:00 exactly.
     facts.segment(segment(
         "a",
