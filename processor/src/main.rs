@@ -47,6 +47,10 @@ enum Command {
     /// Write a simulated fleet's history (ledger and samples) straight to
     /// Parquet, for benchmarks and trials at scale.
     Generate(GenerateArgs),
+    /// Fold an NDJSON ledger through the state machine in memory, once the
+    /// whole file is parsed, and report the events per second (the pure
+    /// replay throughput) and a digest of the decisions.
+    Fold(FoldArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -82,6 +86,26 @@ struct GenerateArgs {
     /// Topic prefix the file names carry, as the live writers' would.
     #[arg(long, default_value = "")]
     topic_prefix: String,
+
+    /// Also write every ledger event, in order, to this file as NDJSON
+    /// (the input of `fold`).
+    #[arg(long)]
+    ledger_ndjson: Option<std::path::PathBuf>,
+
+    /// Stop after the ledger: no samples.
+    #[arg(long)]
+    ledger_only: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct FoldArgs {
+    /// The ledger, one event per line in the JSON form.
+    #[arg(long)]
+    ledger: std::path::PathBuf,
+
+    /// How long an admission holds its GE if the attempt never starts (minutes).
+    #[arg(long, default_value_t = 15)]
+    hold_ttl_minutes: i64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -255,6 +279,20 @@ async fn main() -> anyhow::Result<()> {
                 .map_err(anyhow::Error::msg)?;
             writeln!(std::io::stdout().lock(), "{}", statement.to_json())?;
         }
+        Command::Fold(args) => {
+            let text = std::fs::read_to_string(&args.ledger)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", args.ledger.display()))?;
+            let config = LedgerConfig {
+                hold_ttl_micros: args.hold_ttl_minutes * 60 * 1_000_000,
+            };
+            let report = gpuledger_processor::offline::throughput(&text, config)
+                .map_err(anyhow::Error::msg)?;
+            writeln!(
+                std::io::stdout().lock(),
+                "{}",
+                serde_json::to_string(&report)?
+            )?;
+        }
         Command::Compact(args) => {
             let before = args
                 .before
@@ -294,6 +332,8 @@ async fn main() -> anyhow::Result<()> {
                 partitions: args.partitions,
                 ledger_topic: gpuledger_schemas::Topic::Ledger.name(&args.topic_prefix),
                 telemetry_topic: gpuledger_schemas::Topic::Telemetry.name(&args.topic_prefix),
+                ledger_ndjson: args.ledger_ndjson,
+                samples: !args.ledger_only,
             };
             let summary = tokio::task::block_in_place(|| generate::run(&config))?;
             writeln!(

@@ -53,14 +53,103 @@ pub fn fold(events: &[Event], config: LedgerConfig) -> Result<Folded, String> {
     })
 }
 
-/// The statement of `period` from an NDJSON ledger.
-pub fn statement(ndjson: &str, period: Period, config: LedgerConfig) -> Result<Statement, String> {
-    let events = ndjson
+/// Parses an NDJSON ledger, naming the first line that does not read.
+pub fn parse(ndjson: &str) -> Result<Vec<Event>, String> {
+    ndjson
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| Event::from_json_str(l).map_err(|e| format!("line {}: {e}", i + 1)))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect()
+}
+
+/// How fast the state machine alone folds a ledger.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Throughput {
+    pub events: usize,
+    pub applied: usize,
+    pub duplicates: usize,
+    pub rejected: usize,
+    pub decisions: usize,
+    /// Seconds spent parsing the JSON (not part of the rate).
+    pub parse_seconds: f64,
+    /// Seconds spent in [`Ledger::apply`], from the first event to the last.
+    pub fold_seconds: f64,
+    pub events_per_second: f64,
+    /// FNV-1a of every decision's JSON in order: equal digests, equal
+    /// decisions.
+    pub decisions_digest: String,
+}
+
+/// Parses `ndjson`, then times folding every event through one ledger
+/// partition; the decisions are kept and digested after the clock stops.
+pub fn throughput(ndjson: &str, config: LedgerConfig) -> Result<Throughput, String> {
+    let parse_started = std::time::Instant::now();
+    let events = parse(ndjson)?;
+    let parse_seconds = parse_started.elapsed().as_secs_f64();
+
+    let mut ledger = Ledger::new(config);
+    let mut outcomes = Vec::with_capacity(events.len());
+    let started = std::time::Instant::now();
+    for (index, event) in events.iter().enumerate() {
+        let position = Position {
+            partition: 0,
+            offset: index as i64,
+        };
+        outcomes.push(ledger.apply(position, event));
+    }
+    let fold_seconds = started.elapsed().as_secs_f64();
+
+    let mut report = Throughput {
+        events: events.len(),
+        applied: 0,
+        duplicates: 0,
+        rejected: 0,
+        decisions: 0,
+        parse_seconds,
+        fold_seconds,
+        events_per_second: events.len() as f64 / fold_seconds.max(f64::MIN_POSITIVE),
+        decisions_digest: String::new(),
+    };
+    let mut digest = Fnv1a::default();
+    for outcome in &outcomes {
+        match outcome {
+            Outcome::Applied { decisions, .. } => {
+                report.applied += 1;
+                report.decisions += decisions.len();
+                for d in decisions {
+                    digest.write(d.to_json_string().as_bytes());
+                    digest.write(b"\n");
+                }
+            }
+            Outcome::Duplicate => report.duplicates += 1,
+            Outcome::Rejected { .. } => report.rejected += 1,
+        }
+    }
+    report.decisions_digest = format!("{:016x}", digest.0);
+    Ok(report)
+}
+
+/// The 64-bit FNV-1a hash: small, stable across builds and platforms.
+struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv1a {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+/// The statement of `period` from an NDJSON ledger.
+pub fn statement(ndjson: &str, period: Period, config: LedgerConfig) -> Result<Statement, String> {
+    let events = parse(ndjson)?;
     let folded = fold(&events, config)?;
     let now = folded.now.unwrap_or(period.start());
     billing::statement(&folded.facts, period, now).map_err(|e| e.to_string())

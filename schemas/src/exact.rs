@@ -83,6 +83,11 @@ impl Rational {
             .map(|digits| self.round_half_even(digits))
             .find(|d| d.as_rational() == self)
     }
+    /// The largest integer not above this number, if it fits an `i64`.
+    pub fn floor_i64(&self) -> Option<i64> {
+        use num_traits::ToPrimitive;
+        self.0.floor().to_integer().to_i64()
+    }
 
     /// `self / other`, or `None` when `other` is zero.
     pub fn checked_div(&self, other: &Self) -> Option<Self> {

@@ -1,6 +1,8 @@
 //! The first pass of `generate`: the ledger, folded by the state machine
 //! and written by the ledger-history writer.
 
+use std::io::Write;
+
 use gpuledger_schemas::events::AdmissionOutcome;
 use gpuledger_schemas::{Event, EventBody};
 use serde_json::json;
@@ -38,7 +40,17 @@ pub(super) fn ledger(
     let mut history = LedgerHistory::open(&config.history_root, &config.ledger_topic)?;
     let mut ledger = Ledger::new(LedgerConfig::default());
     let mut offset: i64 = 0;
+    let mut ndjson = match &config.ledger_ndjson {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .map_err(|e| Error::Ledger(format!("{}: {e}", path.display())))?,
+        )),
+        None => None,
+    };
     let mut apply = |e: Event, ledger: &mut Ledger| -> Result<Option<Vec<Event>>> {
+        if let Some(out) = ndjson.as_mut() {
+            writeln!(out, "{}", e.to_json_string())?;
+        }
         let position = Position {
             partition: 0,
             offset,
@@ -97,15 +109,20 @@ pub(super) fn ledger(
             // Nominal quotas cover 84 % of the pool; each may burst by 10 %.
             let nominal = capacity * 21 / 100;
             let burst = (capacity / 10).max(1);
-            apply(
-                event(
-                    json!({"type":"TenantPolicy","event_id":format!("gen-policy-{p}-{t}"),
-                    "event_time":time_text(start),"source":"gpuledger-admin","cluster":CLUSTER,
-                    "pool":pool,"tenant":tenant,"nominal_ge":nominal.to_string(),
-                    "burst_ge":burst.to_string(),"enforcement":"deny"}),
-                )?,
-                &mut ledger,
-            )?;
+            let mut policy = json!({"type":"TenantPolicy","event_id":format!("gen-policy-{p}-{t}"),
+                "event_time":time_text(start),"source":"gpuledger-admin","cluster":CLUSTER,
+                "pool":pool,"tenant":tenant,"nominal_ge":nominal.to_string(),
+                "burst_ge":burst.to_string(),"enforcement":"deny"});
+            // Budgets, as finance would set them: one team's money runs
+            // out late in the month (alerts at 50 and 80 %, then denials),
+            // another's GPU hours cover its quota around the clock.
+            let hours = nominal * 24 * config.days.min(31);
+            match t {
+                1 => policy["monthly_gpu_hours"] = json!(hours.to_string()),
+                3 => policy["monthly_budget"] = json!((hours * 3 / 2).to_string()),
+                _ => {}
+            }
+            apply(event(policy)?, &mut ledger)?;
         }
         // One reservation per pool, days 10 to 13, for a tenant's big run.
         let res_start = start + 9 * 86_400 * MICROS;
@@ -307,6 +324,9 @@ pub(super) fn ledger(
             )?,
             &mut ledger,
         )?;
+    }
+    if let Some(mut out) = ndjson {
+        out.flush()?;
     }
     history.flush_all()?;
     bar.finish((gpus.len() as i64 * config.days) as u64);

@@ -58,6 +58,10 @@ pub struct GenerateConfig {
     /// Names the files as the live writers would for these topics.
     pub ledger_topic: String,
     pub telemetry_topic: String,
+    /// Where to write the ledger as NDJSON too, if anywhere.
+    pub ledger_ndjson: Option<PathBuf>,
+    /// Whether to write the samples (pass 2).
+    pub samples: bool,
 }
 
 /// What was generated.
@@ -149,7 +153,9 @@ pub fn run(config: &GenerateConfig) -> Result<GenerateSummary> {
         ..GenerateSummary::default()
     };
     let runs = ledger::ledger(config, &gpus, &mut summary)?;
-    samples::samples_of_fleet(config, &gpus, &runs, &mut summary)?;
+    if config.samples {
+        samples::samples_of_fleet(config, &gpus, &runs, &mut summary)?;
+    }
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
 }

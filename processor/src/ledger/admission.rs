@@ -23,6 +23,10 @@ pub(crate) fn request(
     let now = ledger.current();
     let hold_ttl = ledger.config.hold_ttl_micros;
     let seq = ledger.next_admission_seq + 1;
+    let watched_until = ledger
+        .budget_watch
+        .get(&(r.pool.clone(), r.tenant.clone()))
+        .copied();
     let pool = ledger.pool_mut(&r.pool)?;
     let decided_key = (r.pool.clone(), r.request_id.clone());
     if let Some((seen, decision)) = records.decided.get(&decided_key) {
@@ -36,7 +40,7 @@ pub(crate) fn request(
         ));
     }
     let key = (r.job_id.clone(), r.attempt);
-    if pool.holds.contains_key(&key) {
+    if pool.holds.contains(&key) {
         return Err(format!(
             "job {:?} attempt {} already holds an admission; a new one needs a new attempt",
             r.job_id, r.attempt
@@ -66,7 +70,7 @@ pub(crate) fn request(
     let budget_spent = pool
         .policies
         .get(&r.tenant)
-        .and_then(|p| budgets::exhausted(&records.billing, p, now));
+        .and_then(|p| budgets::exhausted(&records.billing, p, now, watched_until));
     let (kind, entitled, used, reason) = if let Some(reason) = &budget_spent {
         (
             None,
@@ -102,7 +106,7 @@ pub(crate) fn request(
 
     // What on-demand capacity must cover.
     let capacity = pool.inventory.capacity();
-    let all_holds: Ge = pool.holds.values().map(|h| h.ge.clone()).sum();
+    let all_holds = pool.holds.total().clone();
     let shortfall = match kind {
         HoldKind::Burst => {
             let active_reservations: Ge = pool
@@ -111,12 +115,7 @@ pub(crate) fn request(
                 .filter(|res| res.active_at(now))
                 .map(|res| res.ge.clone())
                 .sum();
-            let burst_holds: Ge = pool
-                .holds
-                .values()
-                .filter(|h| h.kind == HoldKind::Burst)
-                .map(|h| h.ge.clone())
-                .sum();
+            let burst_holds = pool.holds.burst_total().clone();
             let free_spare = (pool.spare() - active_reservations - burst_holds).clamp_zero();
             g.clone() - free_spare
         }

@@ -4,18 +4,69 @@ use std::collections::BTreeMap;
 
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::events::{DeviceHealth, HealthState, InventoryDevice, NodeInventory};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::Ge;
 
-/// The latest inventory per node and health per device.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// The latest inventory per node and health per device, with the
+/// capacity they give and an index of devices kept up to date as they
+/// change (neither is stored in a snapshot; both are rebuilt from it).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct PoolInventory {
     /// node → (as of, devices).
     nodes: BTreeMap<String, (Timestamp, Vec<InventoryDevice>)>,
     /// device or parent GPU uuid → (as of, state).
     health: BTreeMap<String, (Timestamp, HealthState)>,
     model: Option<String>,
+    /// (device uuid, node) → the device's place in that node's list.
+    index: BTreeMap<(String, String), usize>,
+    /// Σ GE of devices whose health is not `failed`.
+    capacity: Ge,
+}
+
+/// What a snapshot keeps of a pool's inventory.
+#[derive(Serialize)]
+struct StoredRef<'a> {
+    nodes: &'a BTreeMap<String, (Timestamp, Vec<InventoryDevice>)>,
+    health: &'a BTreeMap<String, (Timestamp, HealthState)>,
+    model: &'a Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Stored {
+    nodes: BTreeMap<String, (Timestamp, Vec<InventoryDevice>)>,
+    health: BTreeMap<String, (Timestamp, HealthState)>,
+    model: Option<String>,
+}
+
+impl Serialize for PoolInventory {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        StoredRef {
+            nodes: &self.nodes,
+            health: &self.health,
+            model: &self.model,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for PoolInventory {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let stored = Stored::deserialize(d)?;
+        let mut inventory = PoolInventory {
+            nodes: stored.nodes,
+            health: stored.health,
+            model: stored.model,
+            index: BTreeMap::new(),
+            capacity: Ge::zero(),
+        };
+        let nodes: Vec<String> = inventory.nodes.keys().cloned().collect();
+        for node in nodes {
+            inventory.index_node(&node, true);
+        }
+        inventory.capacity = inventory.count_capacity();
+        Ok(inventory)
+    }
 }
 
 impl PoolInventory {
@@ -36,8 +87,27 @@ impl PoolInventory {
         if let Some(first) = e.devices.first() {
             self.model = Some(first.model.clone());
         }
+        self.index_node(&e.node, false);
         self.nodes.insert(e.node.clone(), (at, e.devices.clone()));
+        self.index_node(&e.node, true);
+        self.capacity = self.count_capacity();
         Ok(())
+    }
+
+    /// Adds `node`'s devices to the index, or takes them out.
+    fn index_node(&mut self, node: &str, add: bool) {
+        let Some((_, devices)) = self.nodes.get(node) else {
+            return;
+        };
+        for (place, d) in devices.iter().enumerate().rev() {
+            let key = (d.device_uuid.clone(), node.to_owned());
+            if add {
+                // The first of a uuid listed twice in one node wins.
+                self.index.insert(key, place);
+            } else {
+                self.index.remove(&key);
+            }
+        }
     }
 
     /// Records a health report, unless a later one is already held.
@@ -50,6 +120,7 @@ impl PoolInventory {
             return;
         }
         self.health.insert(e.device_uuid.clone(), (at, e.state));
+        self.capacity = self.count_capacity();
     }
 
     fn is_failed(&self, d: &InventoryDevice) -> bool {
@@ -63,6 +134,10 @@ impl PoolInventory {
 
     /// Σ GE of devices whose health is not `failed`.
     pub(crate) fn capacity(&self) -> Ge {
+        self.capacity.clone()
+    }
+
+    fn count_capacity(&self) -> Ge {
         self.devices()
             .filter(|d| !self.is_failed(d))
             .map(|d| Ge::of(d.slices, d.max_slices))
@@ -76,6 +151,14 @@ impl PoolInventory {
 
     /// A device of the current inventory.
     pub(crate) fn device(&self, uuid: &str) -> Option<&InventoryDevice> {
-        self.devices().find(|d| d.device_uuid == uuid)
+        // The first node, in name order, that lists it.
+        let ((found, node), place) = self
+            .index
+            .range((uuid.to_owned(), String::new())..)
+            .next()?;
+        if found != uuid {
+            return None;
+        }
+        self.nodes.get(node)?.1.get(*place)
     }
 }

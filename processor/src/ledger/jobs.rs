@@ -73,14 +73,11 @@ pub(crate) fn apply(
             }
         }
         JobState::Started => {
-            let admitted = match pool.holds.get_mut(&key) {
-                Some(hold) => {
-                    // Running now: the hold no longer expires.
-                    hold.expires_at = None;
-                    Some((UseKind::from(hold.kind), hold.ge.clone()))
-                }
-                None => None,
-            };
+            // Running now: the hold no longer expires.
+            let admitted = pool
+                .holds
+                .start(&key)
+                .map(|hold| (UseKind::from(hold.kind), hold.ge.clone()));
             let mut unadmitted_ge = None;
             if admitted.is_none() {
                 let ge = if !devices.is_empty() {

@@ -12,6 +12,7 @@ mod budgets;
 mod capacity;
 mod decide;
 mod ge;
+mod holds;
 mod jobs;
 mod reservations;
 mod segments;
@@ -37,6 +38,7 @@ pub use views::{TenantInPool, Window};
 
 use capacity::PoolInventory;
 use decide::Cause;
+use holds::Holds;
 
 /// Where an event sits in the ledger: its partition and offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -178,8 +180,7 @@ pub(crate) struct Pool {
     pub(crate) policies: BTreeMap<String, TenantPolicy>,
     pub(crate) reservations: BTreeMap<String, Reservation>,
     /// Live holds by (job_id, attempt).
-    #[serde(with = "pairs")]
-    pub(crate) holds: BTreeMap<(String, i32), Hold>,
+    pub(crate) holds: Holds,
     /// Attempts not yet ended, by (job_id, attempt).
     #[serde(with = "pairs")]
     pub(crate) attempts: BTreeMap<(String, i32), Attempt>,
@@ -217,6 +218,10 @@ pub struct Ledger {
     /// Budget alerts given: (pool, tenant, month, budget kind, threshold).
     #[serde(default)]
     alerted: BTreeSet<(String, String, String, String, i32)>,
+    /// Until when each budgeted tenant's spend stays below its next line
+    /// (see `budgets`).
+    #[serde(default, with = "pairs")]
+    budget_watch: budgets::Watches,
 }
 
 impl Ledger {
@@ -230,6 +235,7 @@ impl Ledger {
             applied: BTreeSet::new(),
             records: Records::default(),
             alerted: BTreeSet::new(),
+            budget_watch: budgets::Watches::new(),
         }
     }
 
@@ -269,30 +275,73 @@ impl Ledger {
                 reason: format!("{} is not a ledger event", event.event_type().name()),
             };
         }
-        // Work on a copy so that a rejection changes nothing, not even time.
-        // The large, append-only parts stay out of the copy.
-        let applied = std::mem::take(&mut self.applied);
-        let mut records = std::mem::take(&mut self.records);
-        let mut next = self.clone();
-        self.applied = applied;
         let cause = Cause::new(position, event);
-        match next.apply_inner(&cause, event, &mut records) {
+        let at = event.envelope.event_time;
+        let now = self.now.map_or(at, |n| n.max(at));
+        let mut records = std::mem::take(&mut self.records);
+        let result = if timers::any_due(self, now) {
+            self.apply_on_copy(&cause, event, &mut records)
+        } else {
+            self.apply_in_place(&cause, event, &mut records)
+        };
+        self.records = records;
+        match result {
             Ok((decisions, warnings, segments)) => {
-                next.applied = std::mem::take(&mut self.applied);
-                next.applied.insert(event.envelope.event_id.clone());
-                next.records = records;
-                *self = next;
+                self.applied.insert(event.envelope.event_id.clone());
                 Outcome::Applied {
                     decisions,
                     warnings,
                     segments,
                 }
             }
-            Err(reason) => {
-                self.records = records;
-                Outcome::Rejected { reason }
-            }
+            Err(reason) => Outcome::Rejected { reason },
         }
+    }
+
+    /// With no timer due, an event is tried on the state itself: every
+    /// handler checks everything before it changes anything, so a rejected
+    /// event leaves the state as it found it once time is put back. Unit
+    /// tests check that promise on every rejection.
+    fn apply_in_place(
+        &mut self,
+        cause: &Cause,
+        event: &Event,
+        records: &mut Records,
+    ) -> Result<AppliedParts, String> {
+        #[cfg(test)]
+        let before = (self.clone(), records.clone());
+        let time_before = self.now;
+        let result = self.apply_inner(cause, event, records);
+        if result.is_err() {
+            self.now = time_before;
+            #[cfg(test)]
+            assert!(
+                before.0 == *self && before.1 == *records,
+                "a rejected event changed the state: {:?}",
+                event.event_type()
+            );
+        }
+        result
+    }
+
+    /// Timers due fire before the event is tried; should it be rejected,
+    /// they must not have fired either, so the event is tried on a copy of
+    /// the live state. The large parts (applied ids, records) stay out of
+    /// the copy. Timers are rare: a hold expiring, a window opening or
+    /// closing.
+    fn apply_on_copy(
+        &mut self,
+        cause: &Cause,
+        event: &Event,
+        records: &mut Records,
+    ) -> Result<AppliedParts, String> {
+        let applied = std::mem::take(&mut self.applied);
+        let mut next = self.clone();
+        self.applied = applied;
+        let parts = next.apply_inner(cause, event, records)?;
+        next.applied = std::mem::take(&mut self.applied);
+        *self = next;
+        Ok(parts)
     }
 
     fn apply_inner(
@@ -310,10 +359,14 @@ impl Ledger {
         self.now = Some(now);
         let mut warnings = Vec::new();
         match &event.body {
-            EventBody::NodeInventory(e) => {
-                let pool = self.pools.entry(e.pool.clone()).or_default();
-                pool.inventory.replace_node(e, at)?;
-            }
+            EventBody::NodeInventory(e) => match self.pools.get_mut(&e.pool) {
+                Some(pool) => pool.inventory.replace_node(e, at)?,
+                None => {
+                    let mut pool = Pool::default();
+                    pool.inventory.replace_node(e, at)?;
+                    self.pools.insert(e.pool.clone(), pool);
+                }
+            },
             EventBody::DeviceHealth(e) => {
                 self.pool_mut(&e.pool)?.inventory.set_health(e, at);
             }
@@ -390,11 +443,17 @@ impl Ledger {
         for s in out.segments() {
             billing.segment(s.clone());
         }
+        budgets::unwatch(
+            &mut self.budget_watch,
+            std::iter::once(event).chain(out.decisions()),
+            out.segments(),
+        );
         let month = Period::containing(now);
         if before.is_some_and(|b| Period::containing(b) != month) {
             billing.forget_before(month.start());
             let current = month.to_string();
             self.alerted.retain(|(_, _, m, _, _)| *m == current);
+            self.budget_watch.clear();
         }
         budgets::alerts(self, billing, now, out);
     }
@@ -429,25 +488,7 @@ impl Pool {
 
     /// Σ GE of `tenant`'s holds of `kind`.
     pub(crate) fn use_of(&self, tenant: &str, kind: HoldKind) -> Ge {
-        self.holds
-            .values()
-            .filter(|h| h.tenant == tenant && h.kind == kind)
-            .map(|h| h.ge.clone())
-            .sum()
-    }
-
-    /// `tenant`'s holds of `kind`, oldest admission first.
-    pub(crate) fn holds_by_age(&self, tenant: &str, kind: HoldKind) -> Vec<((String, i32), Ge)> {
-        let mut holds: Vec<(&(String, i32), &Hold)> = self
-            .holds
-            .iter()
-            .filter(|(_, h)| h.tenant == tenant && h.kind == kind)
-            .collect();
-        holds.sort_by_key(|(_, h)| h.admitted_seq);
-        holds
-            .into_iter()
-            .map(|(k, h)| (k.clone(), h.ge.clone()))
-            .collect()
+        self.holds.use_of(tenant, kind)
     }
 
     /// Σ GE of `tenant`'s confirmed reservations active at `at`.

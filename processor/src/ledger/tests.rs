@@ -440,10 +440,22 @@ fn hour(h: i64) -> String {
 /// Turns steps into ledger lines; time advances 20 minutes a step.
 fn lines_of(steps: &[Step]) -> Vec<String> {
     let t0 = hour(0);
+    // team-a has a money budget and team-b a GPU-hour budget that a busy
+    // sequence crosses, so that budget watches are tried too.
     let mut lines = vec![
+        format!(
+            r#"{{"type":"PriceBook",{},"version":1,"effective_from":"{t0}","currency":"USD","rates":[{{"model":"NVIDIA H200","reserved_per_gpu_hour":"1.50","quota_per_gpu_hour":"2","on_demand_per_gpu_hour":"3.25"}}],"storage_per_gb_month":"0","egress_per_gb":"0","overhead_pct":"10","reservation_charge":"window","idle_distribution":"central"}}"#,
+            env("book-1", &t0)
+        ),
         inventory("p", 8, &t0),
-        policy("team-a", "3", "2", &t0),
-        policy("team-b", "2", "1", &t0),
+        format!(
+            r#"{{"type":"TenantPolicy",{},"pool":"p","tenant":"team-a","nominal_ge":"3","burst_ge":"2","monthly_budget":"60","enforcement":"alert"}}"#,
+            env("pol-team-a", &t0)
+        ),
+        format!(
+            r#"{{"type":"TenantPolicy",{},"pool":"p","tenant":"team-b","nominal_ge":"2","burst_ge":"1","monthly_gpu_hours":"15","enforcement":"alert"}}"#,
+            env("pol-team-b", &t0)
+        ),
     ];
     let mut reservations = 0;
     for (i, s) in steps.iter().enumerate() {
@@ -571,9 +583,15 @@ proptest! {
             }
             for tenant in TENANTS {
                 for kind in HoldKind::ALL {
-                    prop_assert!(!pool.use_of(tenant, *kind).as_rational().is_negative());
+                    let used = pool.use_of(tenant, *kind);
+                    prop_assert!(!used.as_rational().is_negative());
+                    // The kept sum is the sum of the holds.
+                    let counted: Ge = pool.holds.values().filter(|h| h.tenant == tenant && h.kind == *kind).map(|h| h.ge.clone()).sum();
+                    prop_assert_eq!(used, counted);
                 }
             }
+            let all: Ge = pool.holds.values().map(|h| h.ge.clone()).sum();
+            prop_assert_eq!(pool.holds.total(), &all);
         }
     }
 }

@@ -21,13 +21,13 @@ enum Timer {
 fn next_due(ledger: &Ledger, now: Timestamp) -> Option<(Timestamp, Timer)> {
     let mut due: Vec<(Timestamp, Timer)> = Vec::new();
     for (pool_name, pool) in &ledger.pools {
-        for ((job, attempt), hold) in &pool.holds {
-            if let Some(at) = hold.expires_at.filter(|at| *at <= now) {
-                due.push((
-                    at,
-                    Timer::HoldExpiry(pool_name.clone(), job.clone(), *attempt),
-                ));
-            }
+        if let Some((at, (job, attempt))) = pool.holds.next_expiry()
+            && at <= now
+        {
+            due.push((
+                at,
+                Timer::HoldExpiry(pool_name.clone(), job.clone(), *attempt),
+            ));
         }
         for (id, r) in pool
             .reservations
@@ -48,6 +48,11 @@ fn next_due(ledger: &Ledger, now: Timestamp) -> Option<(Timestamp, Timer)> {
         }
     }
     due.into_iter().min()
+}
+
+/// Whether any timer is due at or before `now`.
+pub(crate) fn any_due(ledger: &Ledger, now: Timestamp) -> bool {
+    next_due(ledger, now).is_some()
 }
 
 /// Fires every timer due at or before `now`, in order.
@@ -86,14 +91,12 @@ fn open_reservation(
     let tenant = reservation.tenant.clone();
     let mut free = pool.active_reserved(&tenant, at) - pool.use_of(&tenant, HoldKind::Reserved);
     for from in [HoldKind::Burst, HoldKind::Quota] {
-        for (key, ge) in pool.holds_by_age(&tenant, from) {
+        for (key, ge) in pool.holds.by_age(&tenant, from) {
             if ge > free {
                 continue;
             }
             free = free - ge;
-            if let Some(hold) = pool.holds.get_mut(&key) {
-                hold.kind = HoldKind::Reserved;
-            }
+            pool.holds.reclassify(&key, HoldKind::Reserved);
             segments::split(pool_name, pool, &key, UseKind::Reserved, at, out);
             out.reclassified(
                 pool_name,
@@ -137,7 +140,7 @@ pub(crate) fn close_reservation(
         .policies
         .get(&tenant)
         .map_or(Enforcement::Alert, |p| p.enforcement);
-    for (key, ge) in pool.holds_by_age(&tenant, HoldKind::Reserved) {
+    for (key, ge) in pool.holds.by_age(&tenant, HoldKind::Reserved) {
         if pool.use_of(&tenant, HoldKind::Reserved) <= remaining {
             break;
         }
@@ -148,9 +151,7 @@ pub(crate) fn close_reservation(
         } else {
             HoldKind::Burst
         };
-        if let Some(hold) = pool.holds.get_mut(&key) {
-            hold.kind = to;
-        }
+        pool.holds.reclassify(&key, to);
         segments::split(pool_name, pool, &key, to.into(), at, out);
         out.reclassified(
             pool_name,
