@@ -23,10 +23,11 @@ pub(crate) fn request(
     let now = ledger.current();
     let hold_ttl = ledger.config.hold_ttl_micros;
     let seq = ledger.next_admission_seq + 1;
-    let watched_until = ledger
+    let watch = ledger
         .budget_watch
         .get(&(r.pool.clone(), r.tenant.clone()))
-        .copied();
+        .filter(|w| ledger.current() < w.until())
+        .cloned();
     let pool = ledger.pool_mut(&r.pool)?;
     let decided_key = (r.pool.clone(), r.request_id.clone());
     if let Some((seen, decision)) = records.decided.get(&decided_key) {
@@ -70,7 +71,7 @@ pub(crate) fn request(
     let budget_spent = pool
         .policies
         .get(&r.tenant)
-        .and_then(|p| budgets::exhausted(&records.billing, p, now, watched_until));
+        .and_then(|p| budgets::exhausted(&records.billing, p, now, watch.as_ref()));
     let (kind, entitled, used, reason) = if let Some(reason) = &budget_spent {
         (
             None,

@@ -4,14 +4,20 @@
 //! setting); alerts go out once per threshold per month.
 //!
 //! Pricing a tenant's month costs the month's segments, and alerts are
-//! checked after every event, so each priced standing also says until when
-//! the spend cannot reach the next line: while the tenant's billing facts
-//! stay as they are, spend grows no faster than its running GE and
-//! reservation windows at the dearest rate of any book, with overhead.
-//! Until then, or until an event changes those facts, the month is not
-//! priced again: the alerts and denials are the same, only cheaper.
+//! checked after every event, so each priced standing leaves a [`Watch`]:
+//! how far the figure is from its next line, and a bound on how fast it
+//! can grow — its running GE and reservation windows at the dearest rate
+//! of any book, with overhead (GPU hours: its running GE). A segment that
+//! opens later adds its GE to the bound and takes what it accrued since its
+//! start off the room; a segment that closes only slows the growth. Until
+//! the room runs out, or an event changes the facts otherwise (books,
+//! inventory, health, usage, policies, reservations, a new month), the
+//! month is not priced again: the alerts and denials are the same, only
+//! cheaper.
 
 use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 
 use gpuledger_schemas::billing::{Facts, MONEY_DIGITS, Period, Segment, month_to_date};
 use gpuledger_schemas::events::{BudgetKind, TenantPolicy};
@@ -20,9 +26,120 @@ use gpuledger_schemas::{Decimal, Event, EventBody, Rational, Timestamp};
 use super::decide::Decisions;
 use super::{Ge, Ledger, Pool};
 
-/// (pool, tenant) → the instant before which its month-to-date figures
-/// provably stay below its next budget line.
-pub(crate) type Watches = BTreeMap<(String, String), Timestamp>;
+/// Each budgeted (pool, tenant)'s watch.
+pub(crate) type Watches = BTreeMap<(String, String), Watch>;
+
+/// Microseconds in an hour, as a rational.
+fn hour() -> Rational {
+    Rational::from_integer(3_600_000_000)
+}
+
+/// `micros` (none if negative) in hours.
+fn hours(micros: i64) -> Rational {
+    Rational::new(micros.max(0), 3_600_000_000).unwrap_or_default()
+}
+
+/// How far one figure (money or GPU hours) is from where a decision could
+/// change, as of `Watch::at`, and how fast it may move there at most, per
+/// GE-hour of running use and in all. A rising figure is below its next
+/// line and grows as time passes and segments open; a falling one is at or
+/// above its budget and can only come down by health credits on running
+/// use, or by a segment closed back in time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Headroom {
+    room: Rational,
+    per_ge_hour: Rational,
+    per_hour: Rational,
+    falling: bool,
+}
+
+/// A budgeted tenant's figures cannot reach their next lines before `until`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Watch {
+    at: Timestamp,
+    figures: Vec<Headroom>,
+    until: Timestamp,
+    /// The admission answer while the watch holds: the reason a budget is
+    /// spent, as priced at the watch's start.
+    spent: Option<String>,
+}
+
+impl Watch {
+    /// Until when the figures stay below their lines.
+    pub(crate) fn until(&self) -> Timestamp {
+        self.until
+    }
+
+    fn new(at: Timestamp, figures: Vec<Headroom>, spent: Option<String>) -> Option<Watch> {
+        let mut watch = Watch {
+            at,
+            figures,
+            until: at,
+            spent,
+        };
+        watch.settle()?;
+        Some(watch)
+    }
+
+    /// Works out `until` from the rooms and rates; `None` once a room is
+    /// gone.
+    fn settle(&mut self) -> Option<()> {
+        // A month change forgets every watch anyway.
+        let mut until = Period::containing(self.at).end();
+        for f in &self.figures {
+            if f.room.is_zero() || f.room.is_negative() {
+                return None;
+            }
+            if f.per_hour.is_zero() {
+                continue;
+            }
+            let micros = (f.room.clone() * hour())
+                .checked_div(&f.per_hour)?
+                .floor_i64()?;
+            until = until.min(
+                self.at
+                    .plus_micros(micros.min(i64::MAX - self.at.as_micros())),
+            );
+        }
+        self.until = until;
+        Some(())
+    }
+
+    /// Time passes to `now`: every figure may have moved at its rate.
+    fn advance(&mut self, now: Timestamp) {
+        let elapsed = hours(now.as_micros() - self.at.as_micros());
+        for f in &mut self.figures {
+            f.room = f.room.clone() - f.per_hour.clone() * elapsed.clone();
+        }
+        self.at = now;
+    }
+
+    /// A segment of `ge` opened at `start` and runs on: a rising figure
+    /// loses what it accrued since its start; every figure may move faster.
+    fn opened(&mut self, ge: &Rational, start: Timestamp, now: Timestamp) -> Option<()> {
+        self.advance(now);
+        let since_start = hours(now.as_micros() - start.as_micros());
+        for f in &mut self.figures {
+            let rate = f.per_ge_hour.clone() * ge.clone();
+            if !f.falling {
+                f.room = f.room.clone() - rate.clone() * since_start.clone();
+            }
+            f.per_hour = f.per_hour.clone() + rate;
+        }
+        self.settle()
+    }
+
+    /// A segment of `ge` closed at `end`: a falling figure loses what the
+    /// segment had accrued after `end` (a rising one only slows down).
+    fn closed(&mut self, ge: &Rational, end: Timestamp, now: Timestamp) -> Option<()> {
+        self.advance(now);
+        let after_end = hours(now.as_micros() - end.as_micros());
+        for f in self.figures.iter_mut().filter(|f| f.falling) {
+            f.room = f.room.clone() - f.per_ge_hour.clone() * ge.clone() * after_end.clone();
+        }
+        self.settle()
+    }
+}
 
 /// Alert thresholds, in percent of a budget.
 pub(crate) const THRESHOLDS: [i32; 3] = [50, 80, 100];
@@ -70,33 +187,37 @@ fn standings(billing: &Facts, policy: &TenantPolicy, now: Timestamp) -> Vec<Stan
 }
 
 /// Why `policy`'s tenant may not be admitted now, if a budget is spent.
-/// `watched_until` is the tenant's watch, if any.
+/// A watch still in force answers without pricing the month.
 pub(crate) fn exhausted(
     billing: &Facts,
     policy: &TenantPolicy,
     now: Timestamp,
-    watched_until: Option<Timestamp>,
+    watch: Option<&Watch>,
 ) -> Option<String> {
-    if watched_until.is_some_and(|until| now < until) {
+    if let Some(w) = watch.filter(|w| now < w.until) {
         #[cfg(test)]
-        assert!(
-            standings(billing, policy, now)
-                .iter()
-                .all(|s| s.used < s.budget.to_rational()),
-            "a watched budget was spent"
+        assert_eq!(
+            spent(&standings(billing, policy, now), now).is_some(),
+            w.spent.is_some(),
+            "a watched budget changed sides"
         );
-        return None;
+        return w.spent.clone();
     }
-    standings(billing, policy, now)
-        .into_iter()
+    spent(&standings(billing, policy, now), now)
+}
+
+/// The first budget spent among `figures`, priced at `at`, as a reason.
+fn spent(figures: &[Standing], at: Timestamp) -> Option<String> {
+    figures
+        .iter()
         .find(|s| s.used >= s.budget.to_rational())
         .map(|s| {
             format!(
-                "budget_exhausted: {} month-to-date {} of {} in {}",
+                "budget_exhausted: {} month-to-date {} of {} in {} (as of {at})",
                 s.kind,
                 s.used.round_half_even(MONEY_DIGITS),
                 s.budget,
-                Period::containing(now)
+                Period::containing(at)
             )
         })
 }
@@ -118,11 +239,7 @@ pub(crate) fn alerts(
         .collect();
     for policy in budgeted {
         let key = (policy.pool.clone(), policy.tenant.clone());
-        if ledger
-            .budget_watch
-            .get(&key)
-            .is_some_and(|until| now < *until)
-        {
+        if ledger.budget_watch.get(&key).is_some_and(|w| now < w.until) {
             #[cfg(test)]
             for s in standings(billing, &policy, now) {
                 let line = next_line(ledger, &policy, &s, &month);
@@ -161,12 +278,12 @@ pub(crate) fn alerts(
                 }
             }
         }
-        let until = ledger
+        let watch = ledger
             .pools
             .get(&policy.pool)
-            .and_then(|pool| safe_until(ledger, pool, billing, &policy, &figures, &month, now));
-        match until {
-            Some(until) => ledger.budget_watch.insert(key, until),
+            .and_then(|pool| watch_of(ledger, pool, billing, &policy, &figures, &month, now));
+        match watch {
+            Some(watch) => ledger.budget_watch.insert(key, watch),
             None => ledger.budget_watch.remove(&key),
         };
     }
@@ -195,10 +312,9 @@ fn next_line(
         })
 }
 
-/// Until when `policy`'s tenant stays below every next line, as long as
-/// its billing facts do not change; `None` where that cannot be bounded
-/// (a budget unpriced, or every line already reached).
-fn safe_until(
+/// The watch of `policy`'s tenant just priced; `None` where its growth
+/// cannot be bounded (a budget unpriced, or every line already reached).
+fn watch_of(
     ledger: &Ledger,
     pool: &Pool,
     billing: &Facts,
@@ -206,7 +322,7 @@ fn safe_until(
     figures: &[Standing],
     month: &str,
     now: Timestamp,
-) -> Option<Timestamp> {
+) -> Option<Watch> {
     let wanted = usize::from(policy.monthly_budget.is_some())
         + usize::from(policy.monthly_gpu_hours.is_some());
     if figures.len() != wanted {
@@ -227,36 +343,46 @@ fn safe_until(
         .filter(|r| r.tenant == tenant && r.confirmed && r.effective_end() > now)
         .map(|r| r.ge.clone())
         .sum();
-    let hour = Rational::from_integer(3_600_000_000);
-    // A month change forgets every watch anyway.
-    let mut until = Period::containing(now).end();
+    let (rate, overhead) = dearest(billing, &policy.pool);
+    let markup = Rational::from_integer(1) + overhead;
+    // Each rounded line and the overhead may sit up to half a cent either
+    // way of its exact amount.
+    let margin = Rational::new(10, 10_i64.pow(MONEY_DIGITS)).unwrap_or_default() * markup.clone();
+    let mut headrooms = Vec::new();
     for standing in figures {
-        let line = next_line(ledger, policy, standing, month)?;
-        let (room, per_hour) = match standing.kind {
-            BudgetKind::GpuHours => (line - standing.used.clone(), running.as_rational().clone()),
-            BudgetKind::Money => {
-                let (rate, overhead) = dearest(billing, &policy.pool);
-                let markup = Rational::from_integer(1) + overhead;
-                // Each rounded line and the overhead may sit up to half a
-                // cent either way of its exact amount.
-                let margin = Rational::new(10, 10_i64.pow(MONEY_DIGITS)).unwrap_or_default()
-                    * markup.clone();
-                (
-                    line - standing.used.clone() - margin,
-                    (running.clone() + windows.clone()).as_rational().clone() * rate * markup,
-                )
-            }
+        let budget = standing.budget.to_rational();
+        let falling = standing.used >= budget;
+        // Rising: up to the next line not yet alerted (the budget itself
+        // once the alerts are all given and spend came back below it).
+        let (line, slack) = match standing.kind {
+            BudgetKind::Money => (rate.clone() * markup.clone(), margin.clone()),
+            BudgetKind::GpuHours => (Rational::from_integer(1), Rational::zero()),
         };
-        if room.is_zero() || room.is_negative() {
-            return None;
-        }
-        if per_hour.is_zero() {
-            continue;
-        }
-        let micros = (room * hour.clone()).checked_div(&per_hour)?.floor_i64()?;
-        until = until.min(now.plus_micros(micros.min(i64::MAX - now.as_micros())));
+        let per_ge_hour = line;
+        let (room, accruing) = if falling {
+            // Only credits on running use bring money down; hours never
+            // fall with time.
+            let accruing = match standing.kind {
+                BudgetKind::Money => running.clone(),
+                BudgetKind::GpuHours => Ge::zero(),
+            };
+            (standing.used.clone() - budget - slack, accruing)
+        } else {
+            let next = next_line(ledger, policy, standing, month).unwrap_or(budget);
+            let accruing = match standing.kind {
+                BudgetKind::Money => running.clone() + windows.clone(),
+                BudgetKind::GpuHours => running.clone(),
+            };
+            (next - standing.used.clone() - slack, accruing)
+        };
+        headrooms.push(Headroom {
+            room,
+            per_hour: accruing.as_rational().clone() * per_ge_hour.clone(),
+            per_ge_hour,
+            falling,
+        });
     }
-    Some(until)
+    Watch::new(now, headrooms, spent(figures, now))
 }
 
 /// The dearest per-GPU-hour rate of any book for `pool`, any model and any
@@ -287,12 +413,15 @@ fn dearest(billing: &Facts, pool: &str) -> (Rational, Rational) {
     (rate, overhead)
 }
 
-/// Forgets the watch of every (pool, tenant) whose billing facts `events`
-/// or `segments` change: the facts the billing module takes in.
-pub(crate) fn unwatch<'e>(
+/// Brings the watches up to what `events` and `segments` did to the
+/// billing facts: a segment opened or closed revises its tenant's watch;
+/// anything else the billing module takes in forgets the watches it may
+/// touch.
+pub(crate) fn revise<'e>(
     watches: &mut Watches,
     events: impl Iterator<Item = &'e Event>,
     segments: &[Segment],
+    now: Timestamp,
 ) {
     if watches.is_empty() {
         return;
@@ -318,6 +447,16 @@ pub(crate) fn unwatch<'e>(
         }
     }
     for s in segments {
-        watches.remove(&(s.pool.clone(), s.tenant.clone()));
+        let key = (s.pool.clone(), s.tenant.clone());
+        let Some(watch) = watches.get_mut(&key) else {
+            continue;
+        };
+        let kept = match s.end {
+            None => watch.opened(&s.ge(), s.start, now),
+            Some(end) => watch.closed(&s.ge(), end, now),
+        };
+        if kept.is_none() {
+            watches.remove(&key);
+        }
     }
 }

@@ -443,10 +443,11 @@ impl Ledger {
         for s in out.segments() {
             billing.segment(s.clone());
         }
-        budgets::unwatch(
+        budgets::revise(
             &mut self.budget_watch,
             std::iter::once(event).chain(out.decisions()),
             out.segments(),
+            now,
         );
         let month = Period::containing(now);
         if before.is_some_and(|b| Period::containing(b) != month) {

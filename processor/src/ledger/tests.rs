@@ -377,6 +377,8 @@ enum Step {
     },
     Start {
         job: usize,
+        /// Minutes its time lags the ledger's.
+        late_min: i64,
     },
     End {
         job: usize,
@@ -414,7 +416,8 @@ fn step() -> impl Strategy<Value = Step> {
                 slices,
                 max
             }),
-        (0..12usize).prop_map(|job| Step::Start { job }),
+        (0..12usize, prop_oneof![3 => Just(0i64), 1 => 1..90i64])
+            .prop_map(|(job, late_min)| Step::Start { job, late_min }),
         (0..12usize, 0..4usize).prop_map(|(job, state)| Step::End { job, state }),
         (0..3usize, 1..4i32, 0..48i64, 1..24i64).prop_map(|(tenant, ge, start_h, len_h)| {
             Step::Reserve {
@@ -476,7 +479,14 @@ fn lines_of(steps: &[Step]) -> Vec<String> {
                 *max,
                 &at,
             ),
-            Step::Start { job: j } => job(&format!("j{j}"), TENANTS[j % 3], "started", &at),
+            Step::Start { job: j, late_min } => {
+                // Some starts reach the ledger late: their time is behind `now`.
+                let at = gpuledger_schemas::Timestamp::from_secs(
+                    1_793_577_600 + (i as i64 + 1) * 1200 - late_min * 60,
+                )
+                .to_string();
+                job(&format!("j{j}"), TENANTS[j % 3], "started", &at)
+            }
             Step::End { job: j, state } => job(
                 &format!("j{j}"),
                 TENANTS[j % 3],

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Benchmarks the admission round trip (issue 4): `POST /v1/admission` over
+# loopback → the request appended to the ledger topic → the processor's
+# decision committed in a Kafka transaction → read back from the decisions
+# topic → answered. Requests arrive open-loop at a fixed rate (default
+# 200/s for 30 s) from 32 client threads with keep-alive connections; the
+# peer, measured in the same run at the same rate by the same client, is
+# `GET /healthz` on the same server (HTTP alone, no Kafka).
+#
+#   deploy/bench/admission_latency.sh        (needs the local broker running)
+#
+# Settings: BENCH_RATE (200), BENCH_SECONDS (30), CARGO_TARGET_DIR.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$repo"
+target=${CARGO_TARGET_DIR:-$repo/target}
+bin=$target/release
+rate=${BENCH_RATE:-200}
+seconds=${BENCH_SECONDS:-30}
+bootstrap=${GPULEDGER_KAFKA_BOOTSTRAP:-127.0.0.1:9092}
+prefix="bench-adm-$(date +%s)."
+work="$repo/var/bench-${prefix%.}"
+mkdir -p "$work"
+
+cargo build --profile bench -p gpuledger-processor -p gpuledger-query >&2
+GPULEDGER_TOPIC_PREFIX=$prefix "$repo/deploy/local/kafka.sh" topics >&2
+
+"$bin/gpuledger-processor" --log-filter warn run --kafka-bootstrap "$bootstrap" --topic-prefix "$prefix" \
+  --history-root "$work/history" --state-dir "$work/state" --group-id "${prefix}processor" \
+  --api-listen 127.0.0.1:0 --clock-interval-s 0 --api-token "admin:bench-admin,scheduler:bench-scheduler" \
+  > "$work/processor.out" 2> "$work/processor.log" &
+pid=$!
+trap 'kill $pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 600); do grep -q listening "$work/processor.out" 2>/dev/null && break; sleep 0.05; done
+api=$(sed -n 's/^control API listening on //p' "$work/processor.out")
+echo "processor at $api, topics $prefix*" >&2
+
+python3 - "$api" "$rate" "$seconds" <<'PY'
+import http.client, json, queue, statistics, sys, threading, time, urllib.parse
+
+api, rate, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+host = urllib.parse.urlparse(api).netloc
+t0 = "2026-11-01T00:00:00Z"
+
+def call(conn, method, path, token=None, body=None):
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    conn.request(method, path, body=body, headers=headers)
+    r = conn.getresponse()
+    return r.status, r.read()
+
+setup = [
+    {"type": "NodeInventory", "event_id": "bench-inv", "event_time": t0, "source": "bench", "cluster": "c",
+     "pool": "h200", "node": "n1", "devices": [
+         {"device_uuid": f"GPU-bench-{i}", "model": "NVIDIA H200", "slices": 7, "max_slices": 7,
+          "memory_bytes": 141000000000} for i in range(64)]},
+    {"type": "TenantPolicy", "event_id": "bench-pol", "event_time": t0, "source": "bench", "cluster": "c",
+     "pool": "h200", "tenant": "team-a", "nominal_ge": "48", "burst_ge": "8", "enforcement": "deny"},
+]
+conn = http.client.HTTPConnection(host, timeout=30)
+status, body = call(conn, "POST", "/v1/events", "bench-admin", "\n".join(json.dumps(e) for e in setup) + "\n")
+assert status == 200, (status, body)
+# Warm-up: the first round trip sets up the transaction and the reader.
+status, body = call(conn, "POST", "/v1/admission", "bench-scheduler",
+                    json.dumps({"pool": "h200", "request_id": "warm", "job_id": "warm", "tenant": "team-a",
+                                "slices": 1, "max_slices": 7}))
+assert status == 200, (status, body)
+
+def run(kind):
+    n = rate * seconds
+    jobs = queue.Queue()
+    latencies, outcomes, lock = [], {}, threading.Lock()
+    def worker():
+        c = http.client.HTTPConnection(host, timeout=30)
+        while True:
+            item = jobs.get()
+            if item is None:
+                return
+            i, due = item
+            pause = due - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+            start = time.perf_counter()
+            if kind == "admission":
+                status, body = call(c, "POST", "/v1/admission", "bench-scheduler", json.dumps(
+                    {"pool": "h200", "request_id": f"r{i}", "job_id": f"j{i}", "tenant": "team-a",
+                     "slices": 1, "max_slices": 7}))
+                outcome = json.loads(body).get("decision", status) if status == 200 else status
+            else:
+                status, _ = call(c, "GET", "/healthz")
+                outcome = status
+            took = time.perf_counter() - start
+            with lock:
+                latencies.append(took)
+                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    threads = [threading.Thread(target=worker) for _ in range(32)]
+    for t in threads:
+        t.start()
+    begin = time.perf_counter() + 0.2
+    for i in range(n):
+        jobs.put((i, begin + i / rate))
+    for _ in threads:
+        jobs.put(None)
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - begin
+    latencies.sort()
+    q = lambda p: latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000
+    print(f"{kind:10} {len(latencies)} requests in {elapsed:.1f} s ({len(latencies) / elapsed:.0f}/s): "
+          f"p50 {q(0.50):.2f} ms, p99 {q(0.99):.2f} ms, max {latencies[-1] * 1000:.2f} ms; {outcomes}")
+    return q(0.50), q(0.99)
+
+peer = run("healthz")
+adm = run("admission")
+print(f"admission p99 / healthz p99: {adm[1] / peer[1]:.1f}×")
+PY

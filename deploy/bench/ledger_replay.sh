@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Benchmarks the ledger state machine alone (pure replay, issue 4):
+#
+# 1. `gpuledger-processor generate --ledger-only --ledger-ndjson` folds a
+#    month of ledger for a large simulated fleet (admissions, starts, ends,
+#    failures and retries, hourly clocks, two price books, a reservation per
+#    pool, two tenants with budgets) and writes every event as NDJSON
+#    (skipped when the file already holds the same generation);
+# 2. `gpuledger-processor fold` parses the file, then times
+#    `Ledger::apply` over every event on one core, and prints events/s and a
+#    digest of the decisions; it runs twice, and the digests must agree.
+#
+#   deploy/bench/ledger_replay.sh [DIR]
+#
+# Environment: BENCH_GPUS (1000), BENCH_DAYS (30), CARGO_TARGET_DIR.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+gpus=${BENCH_GPUS:-1000}
+days=${BENCH_DAYS:-30}
+dir=${1:-$repo/var/bench/ledger}
+target=${CARGO_TARGET_DIR:-$repo/target}
+
+cargo build --profile bench -p gpuledger-processor -p gpuledger-query >&2
+bin=$target/release
+
+ledger=$dir/ledger.ndjson
+marker="gpus=$gpus days=$days seed=1 $(git rev-parse HEAD:processor/src/generate)"
+if [ "$(cat "$dir/.generated" 2>/dev/null)" != "$marker" ]; then
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  echo "generating the ledger of $gpus GPUs over $days days into $ledger" >&2
+  /usr/bin/time -f "generate --ledger-only: %e s, peak RSS %M KiB" \
+    "$bin/gpuledger-processor" generate --history-root "$dir/history" --gpus "$gpus" \
+    --days "$days" --start 2026-11-01 --seed 1 --ledger-only --ledger-ndjson "$ledger" \
+    > "$dir/.summary.json"
+  echo "$marker" > "$dir/.generated"
+fi
+cat "$dir/.summary.json" >&2
+echo "ledger: $(wc -l < "$ledger") events, $(du -b "$ledger" | cut -f1) bytes" >&2
+
+digests=()
+for run in 1 2; do
+  out=$(/usr/bin/time -f "fold run $run: %e s wall, %U s user, peak RSS %M KiB" \
+    "$bin/gpuledger-processor" --log-filter warn fold --ledger "$ledger")
+  echo "$out"
+  digests+=("$(echo "$out" | sed -n 's/.*"decisions_digest":"\([0-9a-f]*\)".*/\1/p')")
+done
+if [ "${digests[0]}" != "${digests[1]}" ]; then
+  echo "the two folds gave different decisions: ${digests[*]}" >&2
+  exit 1
+fi
