@@ -176,7 +176,7 @@ pub struct EventProducer {
     producer: FutureProducer,
     codec: &'static Codec,
     prefix: String,
-    in_flight: VecDeque<(String, DeliveryFuture)>,
+    in_flight: VecDeque<Delivery>,
     window: usize,
     delivered: u64,
 }
@@ -239,24 +239,16 @@ impl EventProducer {
     /// [`delivered`]: EventProducer::delivered
     pub fn settle_ready(&mut self) -> Result<u64> {
         use futures::FutureExt;
-        while let Some((_, delivery)) = self.in_flight.front_mut() {
-            let Some(outcome) = delivery.now_or_never() else {
+        while let Some(delivery) = self.in_flight.front_mut() {
+            let Some(outcome) = (&mut delivery.future).now_or_never() else {
                 break;
             };
-            let (topic, _) = self
+            let Delivery { topic, .. } = self
                 .in_flight
                 .pop_front()
                 .unwrap_or_else(|| unreachable!("front was just seen"));
-            match outcome {
-                Ok(Ok(_)) => self.delivered += 1,
-                Ok(Err((e, _))) => return Err(Error::Delivery { topic, source: e }),
-                Err(_cancelled) => {
-                    return Err(Error::Delivery {
-                        topic,
-                        source: KafkaError::Canceled,
-                    });
-                }
-            }
+            Delivery::outcome(topic, outcome)?;
+            self.delivered += 1;
         }
         Ok(self.delivered)
     }
@@ -281,8 +273,11 @@ impl EventProducer {
                 self.settle_oldest().await?;
             }
             match self.producer.send_result(record) {
-                Ok(delivery) => {
-                    self.in_flight.push_back((topic.clone(), delivery));
+                Ok(future) => {
+                    self.in_flight.push_back(Delivery {
+                        topic: topic.clone(),
+                        future,
+                    });
                     return Ok(());
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned)) => {
@@ -299,19 +294,39 @@ impl EventProducer {
     }
 
     async fn settle_oldest(&mut self) -> Result<()> {
-        let Some((topic, delivery)) = self.in_flight.pop_front() else {
+        let Some(delivery) = self.in_flight.pop_front() else {
             return Ok(());
         };
-        match delivery.await {
-            Ok(Ok(_)) => {
-                self.delivered += 1;
-                Ok(())
+        delivery.settled().await?;
+        self.delivered += 1;
+        Ok(())
+    }
+
+    /// Queues one event and returns its [`Delivery`], without taking the
+    /// producer for the wait: callers that share a producer behind a lock
+    /// release it before they wait, and their events share batches.
+    pub async fn queue(&self, event: &Event) -> Result<Delivery> {
+        let wire = WireRecord::new(self.codec, event, &self.prefix)?;
+        let mut record = wire.record();
+        loop {
+            match self.producer.send_result(record) {
+                Ok(future) => {
+                    return Ok(Delivery {
+                        topic: wire.topic.clone(),
+                        future,
+                    });
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned)) => {
+                    record = returned;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err((e, _)) => {
+                    return Err(Error::Delivery {
+                        topic: wire.topic.clone(),
+                        source: e,
+                    });
+                }
             }
-            Ok(Err((e, _))) => Err(Error::Delivery { topic, source: e }),
-            Err(_cancelled) => Err(Error::Delivery {
-                topic,
-                source: KafkaError::Canceled,
-            }),
         }
     }
 
@@ -334,6 +349,46 @@ impl EventProducer {
             .flush(Duration::from_secs(1))
             .map_err(Error::Client)?;
         Ok(())
+    }
+}
+
+/// One queued event on its way to the broker.
+pub struct Delivery {
+    topic: String,
+    future: DeliveryFuture,
+}
+
+impl std::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delivery")
+            .field("topic", &self.topic)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Delivery {
+    /// Waits until the broker has the event (every replica, with
+    /// `acks=all`), or says why it does not.
+    pub async fn settled(self) -> Result<()> {
+        let outcome = self.future.await;
+        Self::outcome(self.topic, outcome)
+    }
+
+    fn outcome(
+        topic: String,
+        outcome: Result<
+            rdkafka::producer::future_producer::OwnedDeliveryResult,
+            futures::channel::oneshot::Canceled,
+        >,
+    ) -> Result<()> {
+        match outcome {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err((e, _))) => Err(Error::Delivery { topic, source: e }),
+            Err(_cancelled) => Err(Error::Delivery {
+                topic,
+                source: KafkaError::Canceled,
+            }),
+        }
     }
 }
 

@@ -115,3 +115,7 @@ peer = run("healthz")
 adm = run("admission")
 print(f"admission p99 / healthz p99: {adm[1] / peer[1]:.1f}×")
 PY
+
+# Where the time goes: the processor's own histograms (cumulative buckets).
+curl -s "$api/metrics" | grep -E '^gpuledger_(admission_seconds|admission_append_seconds|decision_transaction_seconds)_(bucket|sum|count)' \
+  | grep -E '_sum|_count|le="(0.005|0.01|0.025|0.05|0.1|0.25)"'

@@ -38,7 +38,8 @@ pub struct LedgerWorkerConfig {
     pub ledger: LedgerConfig,
     /// Events per transaction at most.
     pub max_batch: usize,
-    /// How long a batch may wait to fill.
+    /// How long a batch may wait to fill, from its first event: the most
+    /// a decision waits for others to share its transaction.
     pub linger: Duration,
     /// How often to append a `Clock` event for every known pool, so timers
     /// fire when nothing else happens; `None` when time is owned elsewhere
@@ -84,6 +85,9 @@ struct PartitionWorker {
 }
 
 const TXN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the worker waits for an event when no batch is open, before it
+/// looks at the history files' flush policy.
+const IDLE_POLL: Duration = Duration::from_millis(100);
 
 /// Runs until shutdown.
 ///
@@ -231,6 +235,8 @@ async fn run_once(
     let codec = Codec::builtin();
     let dlq_topic = config.kafka.topic(Topic::Dlq);
     let mut buffered = 0usize;
+    // When the batch being filled must be committed.
+    let mut deadline: Option<tokio::time::Instant> = None;
     let mut clock = ClockTicks::new(config)?;
     let committer = Committer {
         consumer: &consumer,
@@ -251,7 +257,10 @@ async fn run_once(
                 clock.tick(&pools, &config.cluster).await?;
                 continue;
             }
-            r = tokio::time::timeout(config.linger, consumer.recv()) => r,
+            r = tokio::time::timeout_at(
+                deadline.unwrap_or_else(|| tokio::time::Instant::now() + IDLE_POLL),
+                consumer.recv(),
+            ) => r,
         };
         match received {
             Ok(Ok(message)) => {
@@ -317,9 +326,12 @@ async fn run_once(
                 worker.next_offset = Some(offset + 1);
                 worker.since_snapshot += 1;
                 buffered += 1;
-                if buffered >= config.max_batch {
+                let batch_due =
+                    *deadline.get_or_insert_with(|| tokio::time::Instant::now() + config.linger);
+                if buffered >= config.max_batch || tokio::time::Instant::now() >= batch_due {
                     committer.commit(&mut workers, &mut history, false)?;
                     buffered = 0;
+                    deadline = None;
                 }
             }
             Ok(Err(e)) => tracing::warn!(error = %e, "ledger consumer error; retrying"),
@@ -328,6 +340,7 @@ async fn run_once(
                     committer.commit(&mut workers, &mut history, false)?;
                     buffered = 0;
                 }
+                deadline = None;
                 if let Some(history) = &mut history {
                     for &partition in workers.keys() {
                         if history.due(partition, config.history_flush) {
@@ -412,6 +425,7 @@ fn commit_all(
             history.flush(partition)?;
         }
         let producer = &worker.producer;
+        let began = std::time::Instant::now();
         producer.begin_transaction()?;
         let decisions = worker
             .pending
@@ -420,6 +434,7 @@ fn commit_all(
             .count() as u64;
         let mut bursts = Vec::new();
         let mut budget_alerts = Vec::new();
+        let mut deliveries = Vec::new();
         for output in worker.pending.drain(..) {
             let sent = match &output {
                 Output::Decision(event) => {
@@ -436,23 +451,32 @@ fn commit_all(
                         ));
                     }
                     let wire = WireRecord::new(codec, event, &kafka.topic_prefix)?;
-                    producer
-                        .send_result(wire.record())
-                        .map(drop)
-                        .map_err(|(e, _)| e)
+                    producer.send_result(wire.record()).map_err(|(e, _)| e)
                 }
                 Output::DeadLetter { original, reason } => producer
                     .send_result(dead_letter(dlq_topic, original, reason))
-                    .map(drop)
                     .map_err(|(e, _)| e),
             };
-            sent?;
+            deliveries.push(sent?);
+        }
+        // Wait for the records here: rust-rdkafka's commit first flushes,
+        // and its flush sleeps 100 ms whenever anything is still in flight.
+        // (Called inside `block_in_place`, so blocking on the runtime is
+        // allowed.)
+        let runtime = tokio::runtime::Handle::current();
+        for delivery in deliveries {
+            match runtime.block_on(delivery) {
+                Ok(Ok(_)) => {}
+                Ok(Err((e, _))) => return Err(e.into()),
+                Err(_cancelled) => return Err(rdkafka::error::KafkaError::Canceled.into()),
+            }
         }
         let mut offsets = TopicPartitionList::new();
         offsets.add_partition_offset(topic, partition, Offset::Offset(next_offset))?;
         producer.send_offsets_to_transaction(&offsets, &group, TXN_TIMEOUT)?;
         producer.commit_transaction(TXN_TIMEOUT)?;
         metrics::DECISION_TRANSACTIONS.inc();
+        metrics::DECISION_TRANSACTION_SECONDS.observe(began.elapsed());
         for (tenant, pool, threshold) in &budget_alerts {
             metrics::BUDGET_ALERTS.inc(&[tenant, pool, threshold]);
         }
@@ -553,6 +577,8 @@ fn transactional_producer(config: &LedgerWorkerConfig, partition: i32) -> Result
     // At least the producer's message timeout, as librdkafka requires.
     settings.push(("transaction.timeout.ms", "120000"));
     settings.push(("client.id", "gpuledger-processor-decisions"));
+    // The commit waits for the decisions anyway; lingering only delays it.
+    settings.push(("linger.ms", "0"));
     let producer: FutureProducer = config.kafka.client_config(&settings)?.create()?;
     // Fences any older instance holding the same id and aborts what it left open.
     producer.init_transactions(TXN_TIMEOUT)?;

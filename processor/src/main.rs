@@ -249,8 +249,10 @@ struct RunArgs {
     #[arg(long, default_value_t = 500)]
     ledger_batch: usize,
 
-    /// How long a decision transaction waits to fill (milliseconds).
-    #[arg(long, default_value_t = 50)]
+    /// How long a decision transaction waits to fill, from its first event
+    /// (milliseconds): the most an admission answer waits for others to
+    /// share its transaction.
+    #[arg(long, default_value_t = 2)]
     ledger_linger_ms: u64,
 }
 

@@ -64,8 +64,33 @@ pub fn render() -> String {
     let mut text = gpuledger_common::metrics::render(&all());
     text.push_str(&BUDGET_ALERTS.render());
     text.push_str(&ADMISSION_SECONDS.render());
+    text.push_str(&ADMISSION_APPEND_SECONDS.render());
+    text.push_str(&DECISION_TRANSACTION_SECONDS.render());
     text
 }
+
+/// Buckets of the latency histograms, in microseconds.
+const LATENCY_BUCKETS: &[u64] = &[
+    1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000,
+    5_000_000, 10_000_000,
+];
+
+/// The first leg of an admission (or reservation): until the broker has
+/// the request.
+pub static ADMISSION_APPEND_SECONDS: gpuledger_common::metrics::Histogram =
+    gpuledger_common::metrics::Histogram::new(
+        "gpuledger_admission_append_seconds",
+        "Time to append a request that waits for its decision (admission, reservation) to the ledger, acknowledged by the broker.",
+        LATENCY_BUCKETS,
+    );
+
+/// One decision transaction of the ledger worker: begin to commit.
+pub static DECISION_TRANSACTION_SECONDS: gpuledger_common::metrics::Histogram =
+    gpuledger_common::metrics::Histogram::new(
+        "gpuledger_decision_transaction_seconds",
+        "Time of one decision transaction, from its begin to its commit.",
+        LATENCY_BUCKETS,
+    );
 
 /// Time from an admission request's arrival at the control API (HTTP or
 /// the Kubernetes webhook) to its decision's answer: through the broker,
@@ -74,10 +99,7 @@ pub static ADMISSION_SECONDS: gpuledger_common::metrics::Histogram =
     gpuledger_common::metrics::Histogram::new(
         "gpuledger_admission_seconds",
         "Time from an admission request to its answered decision.",
-        &[
-            1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
-            2_500_000, 5_000_000, 10_000_000,
-        ],
+        LATENCY_BUCKETS,
     );
 
 /// Every unlabelled metric of the processor.

@@ -60,9 +60,12 @@ impl ApiState {
             ledgers: SharedLedgers::default(),
             k8s: Arc::new(k8s),
             tokens: Arc::new(tokens),
-            producer: Arc::new(Mutex::new(EventProducer::new(
+            // A request waits for its append: no linger (concurrent requests
+            // still share batches while one is in flight).
+            producer: Arc::new(Mutex::new(EventProducer::with_settings(
                 kafka,
                 "gpuledger-control-api",
+                &[("linger.ms", "0")],
             )?)),
             waiters: Waiters::default(),
             cluster: cluster.to_owned(),
@@ -363,17 +366,19 @@ async fn append_and_wait(
     })?;
     let keys = [Key::Cause(event.envelope.event_id.clone()), also];
     let mut answers = state.waiters.wait_for(&keys);
-    {
-        let mut producer = state.producer.lock().await;
-        let appended = async {
-            producer.send(event).await?;
-            producer.flush(Duration::from_secs(30)).await
-        };
-        if let Err(e) = appended.await {
-            state.waiters.forget(&keys);
-            return Err(e.into());
-        }
+    // The producer is held only to queue the request; concurrent requests
+    // then wait for the broker together and share its batches.
+    let appending = std::time::Instant::now();
+    let queued = state.producer.lock().await.queue(event).await;
+    let appended = match queued {
+        Ok(delivery) => delivery.settled().await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = appended {
+        state.waiters.forget(&keys);
+        return Err(e.into());
     }
+    crate::metrics::ADMISSION_APPEND_SECONDS.observe(appending.elapsed());
     let deadline = tokio::time::Instant::now() + state.admission_timeout;
     let result = loop {
         match tokio::time::timeout_at(deadline, answers.recv()).await {
