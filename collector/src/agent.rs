@@ -375,10 +375,10 @@ impl Delivery {
     ) -> Result<(), AgentError> {
         self.acknowledge(spool, producer)?;
         while spool.in_flight() < IN_FLIGHT {
-            let Some(line) = spool.next_to_send() else {
+            let Some(event) = spool.next_to_send() else {
                 break;
             };
-            let event = Event::from_json_str(line).map_err(crate::Error::from)?;
+            let event = event.map_err(crate::Error::from)?;
             producer.send(&event).await.map_err(crate::Error::from)?;
         }
         Ok(())

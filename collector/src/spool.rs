@@ -41,12 +41,23 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> SpoolError + '_ {
     }
 }
 
+/// One spooled event waiting for its acknowledgement.
+#[derive(Debug)]
+struct Waiting {
+    line: String,
+    /// Bytes in the file, newline included.
+    size: u64,
+    /// The event itself while this run has it (appended here, not yet
+    /// sent), so that sending does not parse the line back.
+    event: Option<Event>,
+}
+
 /// The spool of one collector.
 #[derive(Debug)]
 pub struct Spool {
     dir: PathBuf,
-    /// Every line not yet acknowledged, oldest first, with its byte length.
-    pending: std::collections::VecDeque<(String, u64)>,
+    /// Every line not yet acknowledged, oldest first.
+    pending: std::collections::VecDeque<Waiting>,
     /// How many of `pending` (from the front) were handed to the producer
     /// in this run: in flight, so never dropped.
     sent: usize,
@@ -85,7 +96,11 @@ impl Spool {
                 lines += 1;
                 bytes += n as u64;
                 if lines > acked {
-                    pending.push_back((line.trim_end().to_owned(), n as u64));
+                    pending.push_back(Waiting {
+                        line: line.trim_end().to_owned(),
+                        size: n as u64,
+                        event: None,
+                    });
                 }
             }
         }
@@ -106,7 +121,7 @@ impl Spool {
 
     /// Events waiting for an acknowledgement, oldest first.
     pub fn pending(&self) -> impl Iterator<Item = &str> {
-        self.pending.iter().map(|(line, _)| line.as_str())
+        self.pending.iter().map(|w| w.line.as_str())
     }
 
     /// How many wait.
@@ -135,10 +150,11 @@ impl Spool {
             let line = event.to_json_string();
             text.push_str(&line);
             text.push('\n');
-            self.pending.push_back((line, 0));
-            if let Some(last) = self.pending.back_mut() {
-                last.1 = last.0.len() as u64 + 1;
-            }
+            self.pending.push_back(Waiting {
+                size: line.len() as u64 + 1,
+                line,
+                event: Some(event.clone()),
+            });
         }
         let mut file = OpenOptions::new()
             .create(true)
@@ -153,11 +169,15 @@ impl Spool {
         Ok(())
     }
 
-    /// The oldest line not yet handed to the producer, now handed.
-    pub fn next_to_send(&mut self) -> Option<&str> {
-        let (line, _) = self.pending.get(self.sent)?;
+    /// The oldest event not yet handed to the producer, now handed: kept
+    /// from its append, or read back from its line.
+    pub fn next_to_send(&mut self) -> Option<gpuledger_schemas::Result<Event>> {
+        let waiting = self.pending.get_mut(self.sent)?;
         self.sent += 1;
-        Some(line.as_str())
+        Some(match waiting.event.take() {
+            Some(event) => Ok(event),
+            None => Event::from_json_str(&waiting.line),
+        })
     }
 
     /// Lines handed to the producer and not yet acknowledged.
@@ -170,7 +190,7 @@ impl Spool {
     fn enforce_bound(&mut self) -> Result<(), SpoolError> {
         let mut dropped = 0u64;
         while self.bytes > self.max_bytes {
-            let Some((_, size)) = self.pending.remove(self.sent) else {
+            let Some(Waiting { size, .. }) = self.pending.remove(self.sent) else {
                 break;
             };
             self.bytes -= size.min(self.bytes);
@@ -219,7 +239,7 @@ impl Spool {
         let tmp = self.dir.join(".events.ndjson.tmp");
         let mut file = File::create(&tmp).map_err(io(&tmp))?;
         let mut bytes = 0u64;
-        for (line, _) in &self.pending {
+        for Waiting { line, .. } in &self.pending {
             file.write_all(line.as_bytes()).map_err(io(&tmp))?;
             file.write_all(b"\n").map_err(io(&tmp))?;
             bytes += line.len() as u64 + 1;
@@ -293,7 +313,7 @@ mod tests {
         spool.append(&all[..2]).unwrap();
         // The first is in flight: never dropped; the second is the oldest
         // waiting, dropped first.
-        let in_flight = spool.next_to_send().unwrap().to_owned();
+        let in_flight = spool.next_to_send().unwrap().unwrap().to_json_string();
         let second = spool.pending().nth(1).unwrap().to_owned();
         spool.append(&all[2..20]).unwrap();
         assert!(spool.dropped > 0);
