@@ -114,28 +114,34 @@ impl Watch {
         self.at = now;
     }
 
-    /// A segment of `ge` opened at `start` and runs on: a rising figure
-    /// loses what it accrued since its start; every figure may move faster.
+    /// A segment of `ge` opened at `start` and runs on: every figure loses
+    /// what it may have moved since its start (a rising one its compute, a
+    /// falling one credits, were its devices failed), and may move faster.
     fn opened(&mut self, ge: &Rational, start: Timestamp, now: Timestamp) -> Option<()> {
         self.advance(now);
         let since_start = hours(now.as_micros() - start.as_micros());
         for f in &mut self.figures {
             let rate = f.per_ge_hour.clone() * ge.clone();
-            if !f.falling {
-                f.room = f.room.clone() - rate.clone() * since_start.clone();
-            }
+            f.room = f.room.clone() - rate.clone() * since_start.clone();
             f.per_hour = f.per_hour.clone() + rate;
         }
         self.settle()
     }
 
-    /// A segment of `ge` closed at `end`: a falling figure loses what the
-    /// segment had accrued after `end` (a rising one only slows down).
+    /// A segment of `ge` closed at `end`. A falling figure loses what the
+    /// segment had accrued after `end`. A rising one slows down: every
+    /// segment that closes was counted in its rate, running when the watch
+    /// began or opened since (a split closes one and opens the next).
     fn closed(&mut self, ge: &Rational, end: Timestamp, now: Timestamp) -> Option<()> {
         self.advance(now);
         let after_end = hours(now.as_micros() - end.as_micros());
-        for f in self.figures.iter_mut().filter(|f| f.falling) {
-            f.room = f.room.clone() - f.per_ge_hour.clone() * ge.clone() * after_end.clone();
+        for f in &mut self.figures {
+            let rate = f.per_ge_hour.clone() * ge.clone();
+            if f.falling {
+                f.room = f.room.clone() - rate * after_end.clone();
+            } else {
+                f.per_hour = (f.per_hour.clone() - rate).max(Rational::zero());
+            }
         }
         self.settle()
     }
@@ -337,6 +343,13 @@ fn watch_of(
         .filter(|a| a.tenant == tenant)
         .filter_map(|a| a.segment.as_ref().map(|s| s.ge.clone()))
         .sum();
+    let on_failed: Ge = pool
+        .attempts
+        .values()
+        .filter(|a| a.tenant == tenant)
+        .filter(|a| a.devices.iter().any(|d| pool.inventory.may_be_failed(d)))
+        .filter_map(|a| a.segment.as_ref().map(|s| s.ge.clone()))
+        .sum();
     let windows: Ge = pool
         .reservations
         .values()
@@ -360,10 +373,11 @@ fn watch_of(
         };
         let per_ge_hour = line;
         let (room, accruing) = if falling {
-            // Only credits on running use bring money down; hours never
-            // fall with time.
+            // Only health credits on running use bring money down, and only
+            // on failed devices (a health report forgets the watch); hours
+            // never fall with time.
             let accruing = match standing.kind {
-                BudgetKind::Money => running.clone(),
+                BudgetKind::Money => on_failed.clone(),
                 BudgetKind::GpuHours => Ge::zero(),
             };
             (standing.used.clone() - budget - slack, accruing)

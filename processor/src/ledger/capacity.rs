@@ -128,6 +128,12 @@ impl PoolInventory {
         failed(&d.device_uuid) || d.parent_gpu_uuid.as_deref().is_some_and(failed)
     }
 
+    /// Whether `uuid` is failed (or its parent GPU is), as far as the latest
+    /// health tells; a device not in the current inventory may be.
+    pub(crate) fn may_be_failed(&self, uuid: &str) -> bool {
+        self.device(uuid).is_none_or(|d| self.is_failed(d))
+    }
+
     fn devices(&self) -> impl Iterator<Item = &InventoryDevice> {
         self.nodes.values().flat_map(|(_, devices)| devices.iter())
     }

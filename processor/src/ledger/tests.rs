@@ -379,6 +379,8 @@ enum Step {
         job: usize,
         /// Minutes its time lags the ledger's.
         late_min: i64,
+        /// The GPU it names, if any (health credits need one).
+        gpu: Option<usize>,
     },
     End {
         job: usize,
@@ -416,8 +418,12 @@ fn step() -> impl Strategy<Value = Step> {
                 slices,
                 max
             }),
-        (0..12usize, prop_oneof![3 => Just(0i64), 1 => 1..90i64])
-            .prop_map(|(job, late_min)| Step::Start { job, late_min }),
+        (
+            0..12usize,
+            prop_oneof![3 => Just(0i64), 1 => 1..90i64],
+            proptest::option::of(0..8usize)
+        )
+            .prop_map(|(job, late_min, gpu)| Step::Start { job, late_min, gpu }),
         (0..12usize, 0..4usize).prop_map(|(job, state)| Step::End { job, state }),
         (0..3usize, 1..4i32, 0..48i64, 1..24i64).prop_map(|(tenant, ge, start_h, len_h)| {
             Step::Reserve {
@@ -479,13 +485,25 @@ fn lines_of(steps: &[Step]) -> Vec<String> {
                 *max,
                 &at,
             ),
-            Step::Start { job: j, late_min } => {
+            Step::Start {
+                job: j,
+                late_min,
+                gpu,
+            } => {
                 // Some starts reach the ledger late: their time is behind `now`.
                 let at = gpuledger_schemas::Timestamp::from_secs(
                     1_793_577_600 + (i as i64 + 1) * 1200 - late_min * 60,
                 )
                 .to_string();
-                job(&format!("j{j}"), TENANTS[j % 3], "started", &at)
+                let line = job(&format!("j{j}"), TENANTS[j % 3], "started", &at);
+                match gpu {
+                    Some(g) => line.replacen(
+                        r#""requested_slices""#,
+                        &format!(r#""devices":["GPU-p-{g}"],"requested_slices""#),
+                        1,
+                    ),
+                    None => line,
+                }
             }
             Step::End { job: j, state } => job(
                 &format!("j{j}"),
