@@ -28,6 +28,7 @@ GPULEDGER_TOPIC_PREFIX=$prefix "$repo/deploy/local/kafka.sh" topics >&2
 "$bin/gpuledger-processor" --log-filter warn run --kafka-bootstrap "$bootstrap" --topic-prefix "$prefix" \
   --history-root "$work/history" --state-dir "$work/state" --group-id "${prefix}processor" \
   --api-listen 127.0.0.1:0 --clock-interval-s 0 --api-token "admin:bench-admin,scheduler:bench-scheduler" \
+  --ledger-linger-ms "${BENCH_LINGER_MS:-2}" \
   > "$work/processor.out" 2> "$work/processor.log" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT

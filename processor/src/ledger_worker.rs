@@ -326,9 +326,11 @@ async fn run_once(
                 worker.next_offset = Some(offset + 1);
                 worker.since_snapshot += 1;
                 buffered += 1;
-                let batch_due =
-                    *deadline.get_or_insert_with(|| tokio::time::Instant::now() + config.linger);
-                if buffered >= config.max_batch || tokio::time::Instant::now() >= batch_due {
+                // Once the deadline has passed, the next receive still takes
+                // what is already waiting (the timeout polls it first), so
+                // the batch commits as soon as nothing more is at hand.
+                deadline.get_or_insert_with(|| tokio::time::Instant::now() + config.linger);
+                if buffered >= config.max_batch {
                     committer.commit(&mut workers, &mut history, false)?;
                     buffered = 0;
                     deadline = None;
