@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use gpuledger_schemas::billing::{Facts, MONEY_DIGITS, Period, Segment, month_to_date};
 use gpuledger_schemas::events::{BudgetKind, TenantPolicy};
+use gpuledger_schemas::pricing::overhead_amount;
 use gpuledger_schemas::{Decimal, Event, EventBody, Rational, Timestamp};
 
 use super::decide::Decisions;
@@ -259,9 +260,7 @@ pub(crate) fn alerts(
         let figures = standings(billing, &policy, now);
         for standing in &figures {
             for pct in THRESHOLDS {
-                let line = standing.budget.to_rational()
-                    * Rational::new(pct.into(), 100).unwrap_or_default();
-                if standing.used < line {
+                if standing.used < threshold(standing, pct) {
                     break;
                 }
                 let key = (
@@ -313,9 +312,12 @@ fn next_line(
                 *pct,
             ))
         })
-        .map(|pct| {
-            standing.budget.to_rational() * Rational::new(pct.into(), 100).unwrap_or_default()
-        })
+        .map(|pct| threshold(standing, pct))
+}
+
+/// `pct` percent of `standing`'s budget.
+fn threshold(standing: &Standing, pct: i32) -> Rational {
+    standing.budget.to_rational() * Rational::new(pct.into(), 100).unwrap_or_default()
 }
 
 /// The watch of `policy`'s tenant just priced; `None` where its growth
@@ -365,13 +367,10 @@ fn watch_of(
     for standing in figures {
         let budget = standing.budget.to_rational();
         let falling = standing.used >= budget;
-        // Rising: up to the next line not yet alerted (the budget itself
-        // once the alerts are all given and spend came back below it).
-        let (line, slack) = match standing.kind {
+        let (per_ge_hour, slack) = match standing.kind {
             BudgetKind::Money => (rate.clone() * markup.clone(), margin.clone()),
             BudgetKind::GpuHours => (Rational::from_integer(1), Rational::zero()),
         };
-        let per_ge_hour = line;
         let (room, accruing) = if falling {
             // Only health credits on running use bring money down, and only
             // on failed devices (a health report forgets the watch); hours
@@ -382,6 +381,8 @@ fn watch_of(
             };
             (standing.used.clone() - budget - slack, accruing)
         } else {
+            // Up to the next line not yet alerted (the budget itself once
+            // the alerts are all given and spend came back below it).
             let next = next_line(ledger, policy, standing, month).unwrap_or(budget);
             let accruing = match standing.kind {
                 BudgetKind::Money => running.clone() + windows.clone(),
@@ -417,12 +418,8 @@ fn dearest(billing: &Facts, pool: &str) -> (Rational, Rational) {
                 rate = rate.max(each.to_rational());
             }
         }
-        let pct = book
-            .overhead_pct
-            .to_rational()
-            .checked_div(&Rational::from_integer(100))
-            .unwrap_or_default();
-        overhead = overhead.max(pct);
+        // The overhead on one unit of money: the book's fraction.
+        overhead = overhead.max(overhead_amount(&Rational::from_integer(1), book));
     }
     (rate, overhead)
 }
