@@ -60,6 +60,12 @@ pub(crate) struct Watch {
     at: Timestamp,
     figures: Vec<Headroom>,
     until: Timestamp,
+    /// The latest `until` may be: the month's end, or the next instant a
+    /// price book takes over (its overhead applies to the whole month).
+    /// A snapshot from before this field has none: the watch then ends at
+    /// its next revision, and the month is priced again.
+    #[serde(default = "no_limit")]
+    limit: Timestamp,
     /// The admission answer while the watch holds: the reason a budget is
     /// spent, as priced at the watch's start.
     spent: Option<String>,
@@ -71,11 +77,17 @@ impl Watch {
         self.until
     }
 
-    fn new(at: Timestamp, figures: Vec<Headroom>, spent: Option<String>) -> Option<Watch> {
+    fn new(
+        at: Timestamp,
+        limit: Timestamp,
+        figures: Vec<Headroom>,
+        spent: Option<String>,
+    ) -> Option<Watch> {
         let mut watch = Watch {
             at,
             figures,
             until: at,
+            limit,
             spent,
         };
         watch.settle()?;
@@ -85,8 +97,7 @@ impl Watch {
     /// Works out `until` from the rooms and rates; `None` once a room is
     /// gone.
     fn settle(&mut self) -> Option<()> {
-        // A month change forgets every watch anyway.
-        let mut until = Period::containing(self.at).end();
+        let mut until = self.limit;
         for f in &self.figures {
             if f.room.is_zero() || f.room.is_negative() {
                 return None;
@@ -146,6 +157,11 @@ impl Watch {
         }
         self.settle()
     }
+}
+
+/// The limit of a watch restored without one: it ends at its next revision.
+fn no_limit() -> Timestamp {
+    Timestamp::from_micros(0)
 }
 
 /// Alert thresholds, in percent of a budget.
@@ -397,7 +413,16 @@ fn watch_of(
             falling,
         });
     }
-    Watch::new(now, headrooms, spent(figures, now))
+    // A month change forgets every watch anyway; a book taking over
+    // changes the rates and the overhead on everything so far.
+    let month_end = Period::containing(now).end();
+    let limit = billing
+        .books()
+        .change_points(&policy.pool, now, month_end)
+        .first()
+        .copied()
+        .unwrap_or(month_end);
+    Watch::new(now, limit, headrooms, spent(figures, now))
 }
 
 /// The dearest per-GPU-hour rate of any book for `pool`, any model and any

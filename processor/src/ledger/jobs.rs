@@ -62,14 +62,20 @@ pub(crate) fn apply(
                 .or_insert_with(|| Attempt::new(&e.tenant));
         }
         JobState::Started if phase == Some(AttemptPhase::Running) => {
-            // Another node of a multi-node job: add its devices, keep the first start.
-            let mut kind = None;
-            if let Some(attempt) = pool.attempts.get_mut(&key) {
-                attempt.devices.extend(devices);
-                kind = attempt.segment.as_ref().map(|s| s.kind);
-            }
-            if let Some(kind) = kind {
-                segments::split(&e.pool, pool, &key, kind, at, out);
+            // Another node of a multi-node job: its devices join from its
+            // start on; the attempt keeps its first start.
+            let kind = pool
+                .attempts
+                .get(&key)
+                .and_then(|a| a.segment.as_ref())
+                .map(|s| s.kind);
+            match kind {
+                Some(kind) => segments::split(&e.pool, pool, &key, kind, at, devices, out),
+                None => {
+                    if let Some(attempt) = pool.attempts.get_mut(&key) {
+                        attempt.devices.extend(devices);
+                    }
+                }
             }
         }
         JobState::Started => {

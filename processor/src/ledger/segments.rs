@@ -3,6 +3,8 @@
 //! when it opens (no `end`) and when it closes (with `end`, and on the
 //! attempt's last segment its final state and work units).
 
+use std::collections::BTreeSet;
+
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::billing::{Segment, UseKind};
 use gpuledger_schemas::events::JobEvent;
@@ -68,14 +70,16 @@ pub(crate) fn open(
 }
 
 /// Cuts a running attempt's segment at `at` and goes on at `kind` (a
-/// reclassification, or devices added by another node). Nothing happens
-/// for an attempt that is not running.
+/// reclassification), holding `joined` devices too from `at` on (another
+/// node of the job started). The closed part keeps the devices it held.
+/// Nothing happens for an attempt that is not running.
 pub(crate) fn split(
     pool_name: &str,
     pool: &mut Pool,
     key: &(String, i32),
     kind: UseKind,
     at: Timestamp,
+    joined: BTreeSet<String>,
     out: &mut Decisions<'_>,
 ) {
     let Some(current) = pool.attempts.get(key).and_then(|a| a.segment.clone()) else {
@@ -86,6 +90,10 @@ pub(crate) fn split(
     {
         out.segment(closed);
     }
+    if let Some(attempt) = pool.attempts.get_mut(key) {
+        attempt.devices.extend(joined);
+    }
+    // A cut at or before the segment's start restates the whole segment.
     let start = current.start.max(at);
     open(pool_name, pool, key, kind, current.ge, start, out);
 }

@@ -456,6 +456,13 @@ fn lines_of(steps: &[Step]) -> Vec<String> {
             r#"{{"type":"PriceBook",{},"version":1,"effective_from":"{t0}","currency":"USD","rates":[{{"model":"NVIDIA H200","reserved_per_gpu_hour":"1.50","quota_per_gpu_hour":"2","on_demand_per_gpu_hour":"3.25"}}],"storage_per_gb_month":"0","egress_per_gb":"0","overhead_pct":"10","reservation_charge":"window","idle_distribution":"central"}}"#,
             env("book-1", &t0)
         ),
+        // A book announced ahead takes over at hour 8: other rates, more
+        // overhead on the whole month so far, reservations charged by use.
+        format!(
+            r#"{{"type":"PriceBook",{},"version":2,"effective_from":"{}","currency":"USD","rates":[{{"model":"NVIDIA H200","reserved_per_gpu_hour":"1.25","quota_per_gpu_hour":"2.50","on_demand_per_gpu_hour":"3"}}],"storage_per_gb_month":"0","egress_per_gb":"0","overhead_pct":"30","reservation_charge":"usage","idle_distribution":"central"}}"#,
+            env("book-2", &t0),
+            hour(8)
+        ),
         inventory("p", 8, &t0),
         format!(
             r#"{{"type":"TenantPolicy",{},"pool":"p","tenant":"team-a","nominal_ge":"3","burst_ge":"2","monthly_budget":"60","enforcement":"alert"}}"#,

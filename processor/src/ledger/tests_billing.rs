@@ -164,3 +164,66 @@ fn a_gpu_hour_budget_denies_too() {
         ]
     );
 }
+
+#[test]
+fn a_node_that_joins_late_holds_its_devices_only_from_its_start() {
+    use tests_support::*;
+    // j1 runs on GPU 0 from 00:00; GPU 1 fails at 01:00; at 11:00 another
+    // node of j1 starts on GPU 1. The hours before belong to GPU 0 alone,
+    // so they earn no credit and the spent budget stays spent.
+    let on_gpu = |line: String, gpu: usize| {
+        line.replacen(
+            r#""requested_slices""#,
+            &format!(r#""devices":["GPU-p-{gpu}"],"requested_slices""#),
+            1,
+        )
+    };
+    let lines = vec![
+        priced("10.00"),
+        inventory("p", 2, "2026-11-01T00:00:00Z"),
+        budget_policy("100", None),
+        admit("r1", "team-a", "j1", 1, 1, "2026-11-01T00:00:00Z"),
+        on_gpu(job("j1", "team-a", "started", "2026-11-01T00:00:00Z"), 0),
+        health("failed", 1, "2026-11-01T01:00:00Z"),
+        // 105.00 spent: the budget is spent, and stays so while nothing
+        // credits it (the watch that answers the next admission).
+        clock("2026-11-01T10:30:00Z"),
+        on_gpu(job("j1", "team-a", "started", "2026-11-01T11:00:00Z"), 1),
+        admit("r2", "team-a", "j2", 1, 7, "2026-11-01T11:00:00Z"),
+    ];
+    let mut ledger = Ledger::new(LedgerConfig::default());
+    let outcomes = run(&mut ledger, &lines);
+    assert!(
+        rejections(&outcomes).is_empty(),
+        "{:?}",
+        rejections(&outcomes)
+    );
+    let Outcome::Applied { segments, .. } = &outcomes[7] else {
+        panic!("the second start was not applied");
+    };
+    let cut: Vec<(Option<String>, Vec<String>)> = segments
+        .iter()
+        .map(|s| (s.end.map(|e| e.to_string()), s.devices.clone()))
+        .collect();
+    assert_eq!(
+        cut,
+        vec![
+            (
+                Some("2026-11-01T11:00:00Z".to_owned()),
+                vec!["GPU-p-0".to_owned()]
+            ),
+            (None, vec!["GPU-p-0".to_owned(), "GPU-p-1".to_owned()]),
+        ]
+    );
+    let reason = decisions(&outcomes)
+        .into_iter()
+        .find_map(|d| match d.body {
+            EventBody::AdmissionDecision(a) if a.request_id == "r2" => Some(a.reason),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        reason.starts_with("budget_exhausted: money month-to-date 105.00 of 100"),
+        "{reason}"
+    );
+}

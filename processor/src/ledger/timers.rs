@@ -2,6 +2,8 @@
 //! windows opening and closing. They fire in time order before the event
 //! that moved time; at one instant, expiry first, then ends, then starts.
 
+use std::collections::BTreeSet;
+
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::billing::UseKind;
 use gpuledger_schemas::events::{Enforcement, HoldKind};
@@ -97,7 +99,15 @@ fn open_reservation(
             }
             free = free - ge;
             pool.holds.reclassify(&key, HoldKind::Reserved);
-            segments::split(pool_name, pool, &key, UseKind::Reserved, at, out);
+            segments::split(
+                pool_name,
+                pool,
+                &key,
+                UseKind::Reserved,
+                at,
+                BTreeSet::new(),
+                out,
+            );
             out.reclassified(
                 pool_name,
                 &tenant,
@@ -152,7 +162,7 @@ pub(crate) fn close_reservation(
             HoldKind::Burst
         };
         pool.holds.reclassify(&key, to);
-        segments::split(pool_name, pool, &key, to.into(), at, out);
+        segments::split(pool_name, pool, &key, to.into(), at, BTreeSet::new(), out);
         out.reclassified(
             pool_name,
             &tenant,
