@@ -229,6 +229,162 @@ pub mod allocations {
     });
 }
 
+/// The columns every table of one ledger event's facts starts with: the
+/// event's position, id and time.
+fn ledger_fact() -> Vec<Field> {
+    let mut fields = ledger_position().to_vec();
+    fields.extend([
+        utf8("event_id", false),
+        Field::new("event_time", time_type(), false),
+    ]);
+    fields
+}
+
+/// Decimal amounts (rates, quotas, quantities) are kept as the exact
+/// decimal text they were written with; `CAST(x AS DECIMAL(38, 12))` makes
+/// them numbers where that precision is enough.
+fn decimal_text(name: &str, nullable: bool) -> Field {
+    utf8(name, nullable)
+}
+
+/// `reservations`: every `ReservationDecision` — confirmed, rejected or
+/// cancelled — one row each; a reservation's latest row is its state.
+pub mod reservations {
+    use super::*;
+
+    /// Table name.
+    pub const TABLE: &str = "reservations";
+
+    /// Columns of `reservations`.
+    pub static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+        let mut fields = ledger_fact();
+        fields.extend([
+            utf8("cause_event_id", false),
+            utf8("pool", false),
+            utf8("tenant", false),
+            utf8("reservation_id", false),
+            Field::new("slices", DataType::Int32, false),
+            Field::new("max_slices", DataType::Int32, false),
+            Field::new("start", time_type(), false),
+            Field::new("end", time_type(), false),
+            utf8("decision", false),
+            utf8("reason", false),
+            utf8("raw", false),
+        ]);
+        Arc::new(Schema::new(fields))
+    });
+}
+
+/// `policies`: every applied `TenantPolicy`; a (pool, tenant)'s latest row
+/// is in force.
+pub mod policies {
+    use super::*;
+
+    /// Table name.
+    pub const TABLE: &str = "policies";
+
+    /// Columns of `policies`.
+    pub static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+        let mut fields = ledger_fact();
+        fields.extend([
+            utf8("pool", false),
+            utf8("tenant", false),
+            decimal_text("nominal_ge", false),
+            decimal_text("burst_ge", false),
+            decimal_text("monthly_budget", true),
+            decimal_text("monthly_gpu_hours", true),
+            utf8("enforcement", false),
+            utf8("raw", false),
+        ]);
+        Arc::new(Schema::new(fields))
+    });
+}
+
+/// `price_books`: every applied `PriceBook`, one row per model rate (a
+/// book with no rates has one row with `model` null); `raw` is the whole
+/// book.
+pub mod price_books {
+    use super::*;
+
+    /// Table name.
+    pub const TABLE: &str = "price_books";
+
+    /// Columns of `price_books`.
+    pub static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+        let mut fields = ledger_fact();
+        fields.extend([
+            utf8("pool", true),
+            Field::new("version", DataType::Int64, false),
+            Field::new("effective_from", time_type(), false),
+            utf8("currency", false),
+            utf8("model", true),
+            decimal_text("reserved_per_gpu_hour", true),
+            decimal_text("quota_per_gpu_hour", true),
+            decimal_text("on_demand_per_gpu_hour", true),
+            decimal_text("energy_per_kwh", true),
+            decimal_text("storage_per_gb_month", false),
+            decimal_text("egress_per_gb", false),
+            decimal_text("overhead_pct", false),
+            utf8("reservation_charge", false),
+            utf8("idle_distribution", false),
+            utf8("raw", false),
+        ]);
+        Arc::new(Schema::new(fields))
+    });
+}
+
+/// `usage_records`: every applied `UsageRecord` (storage GB-hours, egress
+/// and ingress bytes).
+pub mod usage_records {
+    use super::*;
+
+    /// Table name.
+    pub const TABLE: &str = "usage_records";
+
+    /// Columns of `usage_records`.
+    pub static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+        let mut fields = ledger_fact();
+        fields.extend([
+            utf8("pool", false),
+            utf8("tenant", false),
+            utf8("kind", false),
+            decimal_text("quantity", false),
+            Field::new("start", time_type(), false),
+            Field::new("end", time_type(), false),
+            utf8("raw", false),
+        ]);
+        Arc::new(Schema::new(fields))
+    });
+}
+
+/// `inventory`: every applied `NodeInventory`, one row per device (a node
+/// reported with no devices has one row with `device_uuid` null); `raw` is
+/// the whole report.
+pub mod inventory {
+    use super::*;
+
+    /// Table name.
+    pub const TABLE: &str = "inventory";
+
+    /// Columns of `inventory`.
+    pub static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+        let mut fields = ledger_fact();
+        fields.extend([
+            utf8("pool", false),
+            utf8("node", false),
+            utf8("device_uuid", true),
+            utf8("parent_gpu_uuid", true),
+            utf8("model", true),
+            utf8("mig_profile", true),
+            Field::new("slices", DataType::Int32, true),
+            Field::new("max_slices", DataType::Int32, true),
+            Field::new("memory_bytes", DataType::Int64, true),
+            utf8("raw", false),
+        ]);
+        Arc::new(Schema::new(fields))
+    });
+}
+
 /// Every history table this version writes, with its columns.
 pub fn all() -> Vec<(&'static str, SchemaRef)> {
     vec![
@@ -237,5 +393,10 @@ pub fn all() -> Vec<(&'static str, SchemaRef)> {
         (ledger_events::TABLE, ledger_events::SCHEMA.clone()),
         (decisions::TABLE, decisions::SCHEMA.clone()),
         (allocations::TABLE, allocations::SCHEMA.clone()),
+        (reservations::TABLE, reservations::SCHEMA.clone()),
+        (policies::TABLE, policies::SCHEMA.clone()),
+        (price_books::TABLE, price_books::SCHEMA.clone()),
+        (usage_records::TABLE, usage_records::SCHEMA.clone()),
+        (inventory::TABLE, inventory::SCHEMA.clone()),
     ]
 }

@@ -8,7 +8,9 @@
 //! those of an uninterrupted fold (`replay` from offset 0), and every
 //! history table holds each row once: `ledger_events` every event,
 //! `decisions` every decision, `allocations` one closed segment per
-//! attempt.
+//! attempt, and the fact tables (`reservations`, `policies`,
+//! `price_books`, `usage_records`, `inventory`) every fact of the events
+//! spread through the stream.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -60,6 +62,7 @@ fn ledger() -> Vec<Event> {
             ));
         }
     }
+    events.push(price_book(1, t0, t0));
     let job = |i: usize| {
         let pool = POOLS[i % 4];
         (pool, format!("t{}", i / 4 % 4), format!("job-{i}"))
@@ -93,12 +96,140 @@ fn ledger() -> Vec<Event> {
         if i >= OVERLAP {
             end(&mut events, i - OVERLAP, at);
         }
+        facts(&mut events, i, t0, at);
     }
     let last = t0.plus_micros((REQUESTS as i64 + 1) * 10_000_000);
     for i in REQUESTS - OVERLAP..REQUESTS {
         end(&mut events, i, last);
     }
     events
+}
+
+/// A book of two model rates, in force from `from`.
+fn price_book(version: i64, from: Timestamp, at: Timestamp) -> Event {
+    let rate = |model: &str| {
+        format!(
+            r#"{{"model":"{model}","reserved_per_gpu_hour":"1.50","quota_per_gpu_hour":"2","on_demand_per_gpu_hour":"3.25"}}"#
+        )
+    };
+    line(
+        "PriceBook",
+        &format!("book-{version}"),
+        at,
+        &format!(
+            r#""version":{version},"effective_from":"{from}","currency":"USD","rates":[{},{}],"storage_per_gb_month":"0.02","egress_per_gb":"0.05","overhead_pct":"10","reservation_charge":"window","idle_distribution":"central""#,
+            rate("NVIDIA H200"),
+            rate("NVIDIA A100 80GB PCIe")
+        ),
+    )
+}
+
+/// The facts that go to tables of their own, spread through the stream
+/// after request `i`: usage records, reservations (for a window after the
+/// run, so no segment splits) and a cancel, a policy repeated, a node
+/// reported again, and a second book.
+fn facts(events: &mut Vec<Event>, i: usize, t0: Timestamp, at: Timestamp) {
+    let hour = 3_600_000_000;
+    if i % 250 == 125 {
+        events.push(line(
+            "UsageRecord",
+            &format!("usage-{i}"),
+            at,
+            &format!(
+                r#""pool":"{}","tenant":"t{}","kind":"egress_bytes","quantity":"1000000000","start":"{}","end":"{at}""#,
+                POOLS[i / 250 % 4],
+                i / 1000 % 4,
+                at.plus_micros(-60_000_000)
+            ),
+        ));
+    }
+    if i % 1000 == 500 {
+        // Two GE each in one window of pool a (spare 4): the third is refused.
+        let k = i / 1000;
+        events.push(line(
+            "ReservationRequest",
+            &format!("res-{k}"),
+            at,
+            &format!(
+                r#""pool":"a","reservation_id":"res-{k}","tenant":"t{}","slices":2,"max_slices":1,"start":"{}","end":"{}""#,
+                k % 4,
+                t0.plus_micros(48 * hour),
+                t0.plus_micros(49 * hour)
+            ),
+        ));
+    }
+    if i == 1_700 {
+        events.push(line(
+            "ReservationCancel",
+            "res-0-cancel",
+            at,
+            r#""pool":"a","reservation_id":"res-0","tenant":"t0""#,
+        ));
+    }
+    if i % 3000 == 2999 {
+        events.push(line(
+            "TenantPolicy",
+            &format!("pol-b-1-again-{i}"),
+            at,
+            r#""pool":"b","tenant":"t1","nominal_ge":"1","burst_ge":"1","enforcement":"alert""#,
+        ));
+    }
+    if i % 4000 == 3999 {
+        let devices: Vec<String> = (0..8)
+            .map(|d| format!(r#"{{"device_uuid":"GPU-c-{d}","model":"NVIDIA H200","slices":7,"max_slices":7,"memory_bytes":1}}"#))
+            .collect();
+        events.push(line(
+            "NodeInventory",
+            &format!("inv-c-again-{i}"),
+            at,
+            &format!(
+                r#""pool":"c","node":"c-n1","devices":[{}]"#,
+                devices.join(",")
+            ),
+        ));
+    }
+    if i == 5_000 {
+        events.push(price_book(2, t0.plus_micros(72 * hour), at));
+    }
+}
+
+/// How many rows each fact table should hold for `events` and the
+/// decisions they caused.
+fn fact_rows(events: &[Event], decisions: &BTreeSet<String>) -> Vec<(&'static str, i64)> {
+    let of = |pick: fn(&EventBody) -> Option<usize>| -> i64 {
+        events.iter().filter_map(|e| pick(&e.body)).sum::<usize>() as i64
+    };
+    vec![
+        (
+            "reservations",
+            decisions
+                .iter()
+                .filter(|d| d.contains(r#""type":"ReservationDecision""#))
+                .count() as i64,
+        ),
+        (
+            "policies",
+            of(|b| matches!(b, EventBody::TenantPolicy(_)).then_some(1)),
+        ),
+        (
+            "price_books",
+            of(|b| match b {
+                EventBody::PriceBook(p) => Some(p.rates.len()),
+                _ => None,
+            }),
+        ),
+        (
+            "usage_records",
+            of(|b| matches!(b, EventBody::UsageRecord(_)).then_some(1)),
+        ),
+        (
+            "inventory",
+            of(|b| match b {
+                EventBody::NodeInventory(n) => Some(n.devices.len()),
+                _ => None,
+            }),
+        ),
+    ]
 }
 
 fn count(base_url: &str, query: &str) -> Option<(i64, i64)> {
@@ -115,6 +246,7 @@ async fn kafka_ten_kills_during_10000_admissions_lose_and_repeat_nothing() {
     let work = WorkDir::new("ledger-crash");
     let events = ledger();
     let total = events.len();
+    let facts_in = events.clone();
 
     // The stream: a thousand events every 300 ms, while the processor dies.
     let args = KafkaArgs::local(&bootstrap, &prefix);
@@ -256,6 +388,50 @@ async fn kafka_ten_kills_during_10000_admissions_lose_and_repeat_nothing() {
     )
     .unwrap();
     assert_eq!(closed, (REQUESTS as i64, REQUESTS as i64));
+    // Each fact table: every row once, a row being an event's (or its
+    // decision's) device, model rate or the fact itself.
+    for (table, rows) in fact_rows(&facts_in, &expected) {
+        let key = match table {
+            "inventory" => "event_id || '/' || device_uuid",
+            "price_books" => "event_id || '/' || model",
+            _ => "event_id",
+        };
+        let seen = count(
+            &base_url,
+            &format!("SELECT count(*) AS n, count(DISTINCT {key}) AS distinct_n FROM {table}"),
+        )
+        .unwrap();
+        assert_eq!(seen, (rows, rows), "{table}");
+        assert!(rows > 0, "{table}: the stream has none");
+    }
+    let refused = sql(
+        &base_url,
+        "SELECT count(*) AS n FROM reservations WHERE decision = 'rejected'",
+    )
+    .unwrap();
+    assert!(refused[0]["n"].as_i64().unwrap() > 0, "{refused:?}");
+    // DuckDB and pyarrow read each fact table, with its `date` column, row
+    // for row as the query service counts it.
+    for (table, rows) in fact_rows(&facts_in, &expected) {
+        let out = std::process::Command::new(gpuledger_tests::python())
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/interop/read_table.py"
+            ))
+            .arg(work.path().join("history"))
+            .arg(table)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{table}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let read: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(read["duckdb_rows"], rows, "{table}: {read}");
+        assert_eq!(read["pyarrow_rows"], rows, "{table}: {read}");
+        assert_eq!(read["pyarrow_has_date"], true, "{table}: {read}");
+    }
     // The kills fell mid-stream: restarts resumed from snapshots taken
     // during it, not from the start.
     let resumed = (1..=10)

@@ -1,5 +1,8 @@
-//! The ledger's history: `ledger_events`, `decisions` and `allocations`,
-//! written by the ledger worker from what each applied event produced.
+//! The ledger's history, written by the ledger worker from what each
+//! applied event produced: `ledger_events`, `decisions` and `allocations`,
+//! and the facts some events carry in tables of their own —
+//! `reservations` (reservation decisions), `policies`, `price_books` (a
+//! row per model rate), `usage_records` and `inventory` (a row per device).
 //!
 //! Files are named by the ledger offsets whose rows they hold. A flush
 //! writes `decisions` and `allocations` first and `ledger_events` last, so
@@ -17,8 +20,12 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use arrow::json::ReaderBuilder;
 use gpuledger_schemas::Event;
+use gpuledger_schemas::EventBody;
 use gpuledger_schemas::billing::Segment;
-use gpuledger_schemas::tables::{allocations, decisions, ledger_events};
+use gpuledger_schemas::tables::{
+    self, allocations, decisions, inventory, ledger_events, policies, price_books, reservations,
+    usage_records,
+};
 use serde_json::{Value, json};
 
 use super::layout::{FileName, durable_offsets, remove_beyond, remove_leftovers};
@@ -26,14 +33,23 @@ use super::sink::write_file;
 use crate::{Error, Result, metrics};
 
 /// The tables, in the order a flush writes them: the marker table last.
-const TABLES: [&str; 3] = [decisions::TABLE, allocations::TABLE, ledger_events::TABLE];
+const TABLES: [&str; 8] = [
+    decisions::TABLE,
+    allocations::TABLE,
+    reservations::TABLE,
+    policies::TABLE,
+    price_books::TABLE,
+    usage_records::TABLE,
+    inventory::TABLE,
+    ledger_events::TABLE,
+];
 
-fn schema_of(table: &str) -> SchemaRef {
-    match table {
-        t if t == decisions::TABLE => decisions::SCHEMA.clone(),
-        t if t == allocations::TABLE => allocations::SCHEMA.clone(),
-        _ => ledger_events::SCHEMA.clone(),
-    }
+fn schema_of(table: &str) -> Result<SchemaRef> {
+    tables::all()
+        .into_iter()
+        .find(|(name, _)| *name == table)
+        .map(|(_, schema)| schema)
+        .ok_or_else(|| Error::History(format!("no table {table:?}")))
 }
 
 /// Rows waiting to be written for one partition: one contiguous offset
@@ -64,7 +80,7 @@ impl LedgerHistory {
             remove_leftovers(root, table)?;
         }
         let durable = durable_offsets(root, ledger_events::TABLE, topic)?;
-        for table in [decisions::TABLE, allocations::TABLE] {
+        for table in TABLES.iter().filter(|t| **t != ledger_events::TABLE) {
             remove_beyond(root, table, topic, &durable)?;
         }
         let frontier: BTreeMap<i32, i64> = durable.into_iter().collect();
@@ -113,22 +129,28 @@ impl LedgerHistory {
             buffer.since = Some(std::time::Instant::now());
         }
         buffer.last_offset = offset;
-        // A row is the record's JSON form, its ledger position, and the
-        // whole record again as `raw`.
-        let mut add = |table: &'static str, raw: Value| {
-            let mut row = raw.clone();
+        // A row is the record's JSON form (or a part of it), its ledger
+        // position, and the whole record again as `raw`.
+        let mut add = |table: &'static str, mut row: Value, raw: &str| {
             row["ledger_partition"] = json!(partition);
             row["ledger_offset"] = json!(offset);
-            row["raw"] = Value::String(raw.to_string());
+            row["raw"] = Value::String(raw.to_owned());
             buffer.rows.entry(table).or_default().push(row);
         };
-        add(ledger_events::TABLE, event.to_json_value());
-        for d in decisions {
-            add(decisions::TABLE, d.to_json_value());
+        let records = std::iter::once((ledger_events::TABLE, event))
+            .chain(decisions.iter().map(|d| (decisions::TABLE, d)));
+        for (table, e) in records {
+            let json = e.to_json_value();
+            let raw = json.to_string();
+            for (fact_table, row) in fact_rows(e, &json) {
+                add(fact_table, row, &raw);
+            }
+            add(table, json, &raw);
         }
         for s in segments {
-            let raw = serde_json::to_value(s).map_err(|e| Error::History(e.to_string()))?;
-            add(allocations::TABLE, raw);
+            let row = serde_json::to_value(s).map_err(|e| Error::History(e.to_string()))?;
+            let raw = row.to_string();
+            add(allocations::TABLE, row, &raw);
         }
         Ok(())
     }
@@ -169,7 +191,7 @@ impl LedgerHistory {
             let Some(rows) = buffer.rows.remove(table) else {
                 continue;
             };
-            let batch = to_batch(schema_of(table), &rows)?;
+            let batch = to_batch(schema_of(table)?, &rows)?;
             tokio::task::block_in_place(|| {
                 write_file(&self.root, table, &buffer.date, &name, &batch)
             })?;
@@ -190,6 +212,47 @@ impl LedgerHistory {
     }
 }
 
+/// The rows of the fact tables an event feeds, from its JSON form `json`:
+/// one for a reservation decision, policy or usage record; one per model
+/// rate of a price book and per device of an inventory report (at least
+/// one, so that every such event has a row).
+fn fact_rows(event: &Event, json: &Value) -> Vec<(&'static str, Value)> {
+    // The event's own fields with the list `list` replaced by each of its
+    // items' fields in turn.
+    let per_item = |table: &'static str, list: &str| {
+        let mut base = json.clone();
+        let items = base
+            .as_object_mut()
+            .and_then(|o| o.remove(list))
+            .and_then(|v| match v {
+                Value::Array(items) => Some(items),
+                _ => None,
+            })
+            .unwrap_or_default();
+        if items.is_empty() {
+            return vec![(table, base)];
+        }
+        items
+            .into_iter()
+            .map(|item| {
+                let mut row = base.clone();
+                if let (Some(row), Value::Object(fields)) = (row.as_object_mut(), item) {
+                    row.extend(fields);
+                }
+                (table, row)
+            })
+            .collect()
+    };
+    match &event.body {
+        EventBody::ReservationDecision(_) => vec![(reservations::TABLE, json.clone())],
+        EventBody::TenantPolicy(_) => vec![(policies::TABLE, json.clone())],
+        EventBody::UsageRecord(_) => vec![(usage_records::TABLE, json.clone())],
+        EventBody::PriceBook(_) => per_item(price_books::TABLE, "rates"),
+        EventBody::NodeInventory(_) => per_item(inventory::TABLE, "devices"),
+        _ => Vec::new(),
+    }
+}
+
 /// Rows in their JSON form into one batch of `schema`; fields the table
 /// does not have are ignored, absent ones are null.
 fn to_batch(schema: SchemaRef, rows: &[Value]) -> Result<RecordBatch> {
@@ -202,4 +265,103 @@ fn to_batch(schema: SchemaRef, rows: &[Value]) -> Result<RecordBatch> {
         .flush()
         .map_err(history)?
         .ok_or_else(|| Error::History("no rows to write".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use arrow::array::{Array, AsArray};
+    use gpuledger_schemas::samples::one_of_each;
+
+    /// The fact rows of `event` as batches of their tables.
+    fn batches_of(event: &Event) -> BTreeMap<&'static str, RecordBatch> {
+        let json = event.to_json_value();
+        let mut rows: BTreeMap<&'static str, Vec<Value>> = BTreeMap::new();
+        for (table, mut row) in fact_rows(event, &json) {
+            row["ledger_partition"] = json!(0);
+            row["ledger_offset"] = json!(7);
+            row["raw"] = Value::String(json.to_string());
+            rows.entry(table).or_default().push(row);
+        }
+        rows.into_iter()
+            .map(|(table, rows)| (table, to_batch(schema_of(table).unwrap(), &rows).unwrap()))
+            .collect()
+    }
+
+    fn text(batch: &RecordBatch, column: &str) -> Vec<Option<String>> {
+        let column = batch.column_by_name(column).unwrap().as_string::<i32>();
+        (0..column.len())
+            .map(|i| column.is_valid(i).then(|| column.value(i).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn every_fact_event_fills_its_table() {
+        let mut filled = BTreeSet::new();
+        for event in one_of_each() {
+            for (table, batch) in batches_of(&event) {
+                assert!(batch.num_rows() >= 1, "{table}");
+                assert_eq!(batch.schema(), schema_of(table).unwrap());
+                filled.insert(table);
+            }
+        }
+        let expected: BTreeSet<&str> = TABLES
+            .into_iter()
+            .filter(|t| ![ledger_events::TABLE, decisions::TABLE, allocations::TABLE].contains(t))
+            .collect();
+        assert_eq!(filled, expected);
+    }
+
+    #[test]
+    fn a_book_has_a_row_per_rate_and_keeps_its_decimals_exact() {
+        let book = one_of_each()
+            .into_iter()
+            .find(|e| matches!(&e.body, EventBody::PriceBook(b) if !b.rates.is_empty()))
+            .unwrap();
+        let EventBody::PriceBook(b) = &book.body else {
+            unreachable!()
+        };
+        let batch = &batches_of(&book)[price_books::TABLE];
+        assert_eq!(batch.num_rows(), b.rates.len());
+        let models: Vec<Option<String>> = b.rates.iter().map(|r| Some(r.model.clone())).collect();
+        assert_eq!(text(batch, "model"), models);
+        let rates: Vec<Option<String>> = b
+            .rates
+            .iter()
+            .map(|r| Some(r.quota_per_gpu_hour.to_string()))
+            .collect();
+        assert_eq!(text(batch, "quota_per_gpu_hour"), rates);
+        assert_eq!(
+            text(batch, "overhead_pct")[0],
+            Some(b.overhead_pct.to_string())
+        );
+    }
+
+    #[test]
+    fn an_inventory_has_a_row_per_device_and_one_for_an_empty_node() {
+        let full = one_of_each()
+            .into_iter()
+            .find(|e| matches!(&e.body, EventBody::NodeInventory(n) if !n.devices.is_empty()))
+            .unwrap();
+        let EventBody::NodeInventory(n) = &full.body else {
+            unreachable!()
+        };
+        let batch = &batches_of(&full)[inventory::TABLE];
+        let uuids: Vec<Option<String>> = n
+            .devices
+            .iter()
+            .map(|d| Some(d.device_uuid.clone()))
+            .collect();
+        assert_eq!(text(batch, "device_uuid"), uuids);
+        assert_eq!(text(batch, "node")[0], Some(n.node.clone()));
+
+        let mut empty = full.clone();
+        if let EventBody::NodeInventory(n) = &mut empty.body {
+            n.devices.clear();
+        }
+        let batch = &batches_of(&empty)[inventory::TABLE];
+        assert_eq!(text(batch, "device_uuid"), vec![None]);
+    }
 }
