@@ -1,7 +1,7 @@
 //! The node agent's loop: read the GPUs, attribute their processes, and
 //! deliver `NodeInventory` (at start and whenever the layout changes),
-//! `DeviceHealth` (XID and ECC events) and a `GpuSample` per device every
-//! interval.
+//! `DeviceHealth` (XID and ECC events), `MigAssignment` (whenever a MIG
+//! device's holder changes) and a `GpuSample` per device every interval.
 //!
 //! `seq` starts at the wall clock in microseconds and counts up by one per
 //! sample, so it stays strictly increasing across restarts without keeping
@@ -21,7 +21,9 @@ use crate::metrics;
 use crate::nvml::fake::FakeNvml;
 use crate::nvml::real::RealNvml;
 use crate::nvml::xid::health_event;
-use crate::nvml::{GpuSource, NodeContext, SourceError, inventory, layout, samples};
+use crate::nvml::{
+    GpuSource, MigAssignments, NodeContext, SourceError, holders, inventory, layout, samples,
+};
 use crate::spool::Spool;
 
 /// Where readings come from.
@@ -188,11 +190,13 @@ fn node_name(args: &RunArgs) -> String {
     })
 }
 
-/// One round: health events, inventory when the layout changed, samples.
+/// One round: health events, inventory when the layout changed, MIG
+/// holders that changed, samples.
 struct Round<'a> {
     ctx: &'a NodeContext,
     attributor: &'a Attributor,
     last_layout: Option<Vec<(String, u32)>>,
+    migs: MigAssignments,
     seq: i64,
 }
 
@@ -210,13 +214,9 @@ impl Round<'_> {
             out.push(inventory(self.ctx, &gpus, at));
             self.last_layout = Some(now_layout);
         }
-        out.extend(samples(
-            self.ctx,
-            &gpus,
-            Some(self.attributor),
-            at,
-            &mut self.seq,
-        ));
+        let holders = holders(&gpus, Some(self.attributor));
+        out.extend(self.migs.changes(self.ctx, &gpus, &holders, at));
+        out.extend(samples(self.ctx, &gpus, &holders, at, &mut self.seq));
         Ok(out)
     }
 }
@@ -238,6 +238,7 @@ pub async fn run(args: &RunArgs, mut shutdown: Shutdown) -> Result<u64, AgentErr
         ctx: &ctx,
         attributor: &attributor,
         last_layout: None,
+        migs: MigAssignments::default(),
         seq: Timestamp::now().as_micros(),
     };
     if args.once {

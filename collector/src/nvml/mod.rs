@@ -1,5 +1,5 @@
 //! The NVML source: what the node's GPUs report, turned into contract
-//! events (`NodeInventory`, `GpuSample`, `DeviceHealth`).
+//! events (`NodeInventory`, `GpuSample`, `MigAssignment`, `DeviceHealth`).
 //!
 //! The NVML calls sit behind [`GpuSource`]: [`real::RealNvml`] calls the
 //! driver through `nvml-wrapper`; [`fake::FakeNvml`] replays readings for
@@ -16,10 +16,12 @@ pub mod xid;
 
 use std::collections::BTreeMap;
 
-use gpuledger_schemas::events::{GpuSample, InventoryDevice, NodeInventory};
+use gpuledger_schemas::events::{
+    GpuSample, InventoryDevice, MigAction, MigAssignment, NodeInventory,
+};
 use gpuledger_schemas::{Envelope, Event, Timestamp};
 
-use crate::attribution::Attributor;
+use crate::attribution::{Attribution, Attributor};
 
 /// One running compute process, as NVML lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -227,26 +229,124 @@ pub fn layout(gpus: &[GpuReading]) -> Vec<(String, u32)> {
     out
 }
 
-/// The job and tenant of a device's processes: the first attributed pid's.
-fn attribute(
-    attributor: Option<&Attributor>,
-    processes: &[ProcessReading],
-) -> (Option<String>, Option<String>) {
-    let Some(attributor) = attributor else {
-        return (None, None);
+/// Who each leaf device's processes work for, by device uuid: the first
+/// process with a job; a device whose processes nobody can attribute is
+/// held by an unknown job (job and tenant null). A device running no
+/// process is absent: it is free.
+pub type Holders = BTreeMap<String, Attribution>;
+
+/// The holders of every leaf device in `gpus`, attributed once a round
+/// for both the samples and the MIG assignments.
+pub fn holders(gpus: &[GpuReading], attributor: Option<&Attributor>) -> Holders {
+    let mut out = Holders::new();
+    let mut note = |uuid: &str, processes: &[ProcessReading]| {
+        if processes.is_empty() {
+            return;
+        }
+        let holder = attributor
+            .and_then(|a| {
+                processes
+                    .iter()
+                    .map(|p| a.attribute(i64::from(p.pid)))
+                    .find(|a| a.job_id.is_some())
+            })
+            .unwrap_or_default();
+        out.insert(uuid.to_owned(), holder);
     };
-    processes
-        .iter()
-        .map(|p| attributor.attribute(i64::from(p.pid)))
-        .find(|a| a.job_id.is_some())
-        .map_or((None, None), |a| (a.job_id, a.tenant))
+    for gpu in gpus {
+        if gpu.is_split() {
+            for mig in &gpu.migs {
+                note(&mig.uuid, &mig.processes);
+            }
+        } else {
+            note(&gpu.uuid, &gpu.processes);
+        }
+    }
+    out
+}
+
+/// A MIG device as an assignment names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MigSlot {
+    parent_gpu_uuid: String,
+    mig_profile: String,
+    slices: i32,
+    max_slices: i32,
+}
+
+/// Who held each MIG device at the last look, to report changes as
+/// `MigAssignment`s.
+#[derive(Debug, Default)]
+pub struct MigAssignments {
+    held: BTreeMap<String, (MigSlot, Attribution)>,
+}
+
+impl MigAssignments {
+    /// A `MigAssignment` for every change of holder since the last call:
+    /// `released` for a holder that left (or whose device a
+    /// reconfiguration removed), then `assigned` for one that came. The
+    /// first call assigns every held MIG device.
+    pub fn changes(
+        &mut self,
+        ctx: &NodeContext,
+        gpus: &[GpuReading],
+        holders: &Holders,
+        at: Timestamp,
+    ) -> Vec<Event> {
+        let mut now = BTreeMap::new();
+        for gpu in gpus.iter().filter(|g| g.is_split()) {
+            for mig in &gpu.migs {
+                let Some(holder) = holders.get(&mig.uuid) else {
+                    continue;
+                };
+                let slot = MigSlot {
+                    parent_gpu_uuid: gpu.uuid.clone(),
+                    mig_profile: mig.profile.clone().unwrap_or_else(|| "unknown".to_owned()),
+                    slices: mig.slices as i32,
+                    max_slices: max_slices_of(&gpu.name) as i32,
+                };
+                now.insert(mig.uuid.clone(), (slot, holder.clone()));
+            }
+        }
+        let event = |uuid: &str, (slot, holder): &(MigSlot, Attribution), action: MigAction| {
+            let id = format!("{}:mig:{uuid}:{action}:{}", ctx.source, at.as_micros());
+            Event::new(
+                ctx.envelope(id, at),
+                MigAssignment {
+                    pool: ctx.pool.clone(),
+                    node: ctx.node.clone(),
+                    device_uuid: uuid.to_owned(),
+                    parent_gpu_uuid: slot.parent_gpu_uuid.clone(),
+                    mig_profile: slot.mig_profile.clone(),
+                    slices: slot.slices,
+                    max_slices: slot.max_slices,
+                    action,
+                    job_id: holder.job_id.clone(),
+                    tenant: holder.tenant.clone(),
+                },
+            )
+        };
+        let mut out = Vec::new();
+        for (uuid, was) in &self.held {
+            if now.get(uuid) != Some(was) {
+                out.push(event(uuid, was, MigAction::Released));
+            }
+        }
+        for (uuid, is) in &now {
+            if self.held.get(uuid) != Some(is) {
+                out.push(event(uuid, is, MigAction::Assigned));
+            }
+        }
+        self.held = now;
+        out
+    }
 }
 
 /// One `GpuSample` per leaf device; `seq` is advanced for each.
 pub fn samples(
     ctx: &NodeContext,
     gpus: &[GpuReading],
-    attributor: Option<&Attributor>,
+    holders: &Holders,
     at: Timestamp,
     seq: &mut i64,
 ) -> Vec<Event> {
@@ -268,7 +368,8 @@ pub fn samples(
         let temp = gpu.temp_c.map(|t| t as i32);
         if gpu.is_split() {
             for mig in &gpu.migs {
-                let (job_id, tenant) = attribute(attributor, &mig.processes);
+                let Attribution { job_id, tenant } =
+                    holders.get(&mig.uuid).cloned().unwrap_or_default();
                 push(
                     GpuSample {
                         node: ctx.node.clone(),
@@ -300,7 +401,8 @@ pub fn samples(
                 );
             }
         } else {
-            let (job_id, tenant) = attribute(attributor, &gpu.processes);
+            let Attribution { job_id, tenant } =
+                holders.get(&gpu.uuid).cloned().unwrap_or_default();
             push(
                 GpuSample {
                     node: ctx.node.clone(),

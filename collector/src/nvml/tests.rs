@@ -91,7 +91,7 @@ fn samples_keep_unsupported_values_null_and_seq_increasing() {
     fake.gpus[0].migs[1].sm_activity_pct = None;
     let gpus = fake.read().unwrap();
     let mut seq = 41;
-    let events = samples(&ctx(), &gpus, None, at(), &mut seq);
+    let events = samples(&ctx(), &gpus, &Holders::new(), at(), &mut seq);
     assert_eq!(seq, 44);
     let samples: Vec<&GpuSample> = events
         .iter()
@@ -185,4 +185,139 @@ fn profiles_and_slices_come_from_names() {
     assert_eq!(mig_profile("NVIDIA H200"), None);
     assert_eq!(max_slices_of("NVIDIA A30"), 4);
     assert_eq!(max_slices_of("NVIDIA H200"), 7);
+}
+
+/// The recorded `/proc` of the attribution tests: pid 102 is Slurm job
+/// 4242 of account `vision`, 103 job 77 of user `bob`, 104 nobody's.
+fn recorded_attributor() -> Attributor {
+    let map = serde_json::from_str(
+        r#"{"slurm_accounts":{"vision":"team-vision"},"users":{"bob":"team-llm"}}"#,
+    )
+    .unwrap();
+    Attributor::new(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/proc"),
+        map,
+        None,
+    )
+}
+
+fn running(pids: &[u32]) -> Vec<ProcessReading> {
+    pids.iter()
+        .map(|&pid| ProcessReading {
+            pid,
+            used_memory_bytes: None,
+            gpu_instance_id: None,
+            compute_instance_id: None,
+        })
+        .collect()
+}
+
+/// (device, action, job, tenant) of each `MigAssignment`.
+fn assignments(events: &[Event]) -> Vec<(String, String, Option<String>, Option<String>)> {
+    events
+        .iter()
+        .map(|e| {
+            e.validate().unwrap();
+            match &e.body {
+                EventBody::MigAssignment(m) => (
+                    m.device_uuid.clone(),
+                    m.action.to_string(),
+                    m.job_id.clone(),
+                    m.tenant.clone(),
+                ),
+                other => panic!("{other:?}"),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_mig_device_changing_hands_is_released_then_assigned() {
+    let attributor = recorded_attributor();
+    let mut fake = FakeNvml::fleet(1, 3);
+    let uuid = |i: usize, fake: &FakeNvml| fake.gpus[0].migs[i].uuid.clone();
+    let (m0, m1, m2) = (uuid(0, &fake), uuid(1, &fake), uuid(2, &fake));
+    let mut migs = MigAssignments::default();
+    let mut round = |fake: &mut FakeNvml, mut seq: i64| {
+        let gpus = fake.read().unwrap();
+        let holders = holders(&gpus, Some(&attributor));
+        let changes = migs.changes(&ctx(), &gpus, &holders, at());
+        (changes, samples(&ctx(), &gpus, &holders, at(), &mut seq))
+    };
+    let some = |s: &str| Some(s.to_owned());
+
+    // Job 4242 on the first instance, an unknown process on the second.
+    fake.gpus[0].migs[0].processes = running(&[104, 102]);
+    fake.gpus[0].migs[1].processes = running(&[104]);
+    fake.gpus[0].migs[2].processes = Vec::new();
+    let (changes, samples) = round(&mut fake, 0);
+    assert_eq!(
+        assignments(&changes),
+        [
+            (
+                m0.clone(),
+                "assigned".into(),
+                some("slurm-4242"),
+                some("team-vision")
+            ),
+            (m1.clone(), "assigned".into(), None, None),
+        ]
+    );
+    let EventBody::GpuSample(first) = &samples[0].body else {
+        panic!()
+    };
+    assert_eq!(
+        (first.job_id.as_deref(), first.tenant.as_deref()),
+        (Some("slurm-4242"), Some("team-vision"))
+    );
+
+    // Nothing changed: nothing to say.
+    assert!(round(&mut fake, 10).0.is_empty());
+
+    // Job 77 takes the first instance, the second is let go, job 4242
+    // moves to the third.
+    fake.gpus[0].migs[0].processes = running(&[103]);
+    fake.gpus[0].migs[1].processes = Vec::new();
+    fake.gpus[0].migs[2].processes = running(&[102]);
+    let (changes, _) = round(&mut fake, 20);
+    assert_eq!(
+        assignments(&changes),
+        [
+            (
+                m0.clone(),
+                "released".into(),
+                some("slurm-4242"),
+                some("team-vision")
+            ),
+            (m1.clone(), "released".into(), None, None),
+            (
+                m0.clone(),
+                "assigned".into(),
+                some("slurm-77"),
+                some("team-llm")
+            ),
+            (
+                m2.clone(),
+                "assigned".into(),
+                some("slurm-4242"),
+                some("team-vision")
+            ),
+        ]
+    );
+
+    // The GPU is made whole again: every held instance is released.
+    fake.gpus[0] = FakeNvml::fleet(1, 0).gpus.remove(0);
+    let (changes, _) = round(&mut fake, 30);
+    assert_eq!(
+        assignments(&changes),
+        [
+            (m0, "released".into(), some("slurm-77"), some("team-llm")),
+            (
+                m2,
+                "released".into(),
+                some("slurm-4242"),
+                some("team-vision")
+            ),
+        ]
+    );
 }
