@@ -1,7 +1,8 @@
 //! The node agent's loop: read the GPUs, attribute their processes, and
 //! deliver `NodeInventory` (at start and whenever the layout changes),
 //! `DeviceHealth` (XID and ECC events), `MigAssignment` (whenever a MIG
-//! device's holder changes) and a `GpuSample` per device every interval.
+//! device's holder changes) and a `GpuSample` per device every interval;
+//! and the job events posted to its endpoint (`jobs_api`).
 //!
 //! `seq` starts at the wall clock in microseconds and counts up by one per
 //! sample, so it stays strictly increasing across restarts without keeping
@@ -17,6 +18,7 @@ use gpuledger_common::shutdown::Shutdown;
 use gpuledger_schemas::{Event, Timestamp};
 
 use crate::attribution::{Attributor, TenantMap};
+use crate::jobs_api::{self, Origin, Submission};
 use crate::metrics;
 use crate::nvml::fake::FakeNvml;
 use crate::nvml::real::RealNvml;
@@ -280,8 +282,17 @@ pub async fn run(args: &RunArgs, mut shutdown: Shutdown) -> Result<u64, AgentErr
         let _ = writeln!(out, "metrics listening on http://{addr}");
         let _ = out.flush();
     }
+    // Job events posted to the endpoint wait here for the loop to spool them.
+    let (jobs, mut posted) = tokio::sync::mpsc::channel::<Submission>(64);
+    let origin = Origin {
+        pool: ctx.pool.clone(),
+        cluster: ctx.cluster.clone(),
+        node: ctx.node.clone(),
+        source: ctx.source.clone(),
+    };
+    let routes = metrics::router().merge(jobs_api::router(origin, jobs));
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, metrics::router()).await {
+        if let Err(e) = axum::serve(listener, routes).await {
             tracing::error!(error = %e, "metrics endpoint stopped");
         }
     });
@@ -293,6 +304,16 @@ pub async fn run(args: &RunArgs, mut shutdown: Shutdown) -> Result<u64, AgentErr
     loop {
         tokio::select! {
             _ = shutdown.wait() => break,
+            Some((event, reply)) = posted.recv() => {
+                let spooled = spool.append(std::slice::from_ref(&event)).map_err(|e| e.to_string());
+                let kept = spooled.is_ok();
+                let _ = reply.send(spooled);
+                if kept {
+                    metrics::JOB_EVENTS.inc();
+                    delivery.pump(&mut spool, &mut producer).await?;
+                }
+                continue;
+            }
             _ = interval.tick() => {}
         }
         let events = round.events(source.as_mut())?;

@@ -8,11 +8,9 @@ use gpuledger_common::kafka::KafkaArgs;
 use gpuledger_schemas::events::{JobEvent, JobState};
 use gpuledger_schemas::{Decimal, Envelope, Event, Timestamp};
 
-/// Fields both `start` and `end` carry.
+/// Fields both `start` and `end` carry: the attempt and where it runs.
 #[derive(Debug, Clone, Args)]
 pub struct JobArgs {
-    #[command(flatten)]
-    pub kafka: KafkaArgs,
     #[arg(long, env = "GPULEDGER_CLUSTER", default_value = "local")]
     pub cluster: String,
     #[arg(long, env = "GPULEDGER_POOL")]
@@ -36,13 +34,13 @@ pub struct JobArgs {
     pub source: String,
 }
 
-/// `job start`.
-#[derive(Debug, Clone, Args)]
-pub struct StartArgs {
-    #[command(flatten)]
-    pub job: JobArgs,
+/// What `started` adds: where it runs, or how much it asked for.
+#[derive(Debug, Clone, Default, Args, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Start {
     /// A device the job runs on (repeatable): GPU or MIG UUID.
     #[arg(long = "device")]
+    #[serde(default)]
     pub devices: Vec<String>,
     #[arg(long, requires = "requested_max_slices")]
     pub requested_slices: Option<i32>,
@@ -50,8 +48,20 @@ pub struct StartArgs {
     pub requested_max_slices: Option<i32>,
 }
 
+/// `job start`.
+#[derive(Debug, Clone, Args)]
+pub struct StartArgs {
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+    #[command(flatten)]
+    pub job: JobArgs,
+    #[command(flatten)]
+    pub start: Start,
+}
+
 /// How the attempt ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum EndState {
     Completed,
     Failed,
@@ -59,11 +69,11 @@ pub enum EndState {
     Preempted,
 }
 
-/// `job end`.
-#[derive(Debug, Clone, Args)]
-pub struct EndArgs {
-    #[command(flatten)]
-    pub job: JobArgs,
+/// What the terminal event says: the state, or the exit status that
+/// decides it, and what the attempt achieved.
+#[derive(Debug, Clone, Default, Args, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct End {
     /// The end state; without it, `--exit` decides.
     #[arg(long, value_enum)]
     pub state: Option<EndState>,
@@ -76,6 +86,17 @@ pub struct EndArgs {
     pub work_unit_name: Option<String>,
     #[arg(long)]
     pub reason: Option<String>,
+}
+
+/// `job end`.
+#[derive(Debug, Clone, Args)]
+pub struct EndArgs {
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+    #[command(flatten)]
+    pub job: JobArgs,
+    #[command(flatten)]
+    pub end: End,
 }
 
 /// The end state an exit status means: `0` (or `0:0`) completed; a signal
@@ -132,37 +153,37 @@ fn event(job: &JobArgs, state: JobState, fill: impl FnOnce(&mut JobEvent)) -> Ev
     )
 }
 
-/// The `started` event of `job start`.
-pub fn start_event(args: &StartArgs) -> Event {
-    event(&args.job, JobState::Started, |e| {
-        e.devices = (!args.devices.is_empty()).then(|| args.devices.clone());
-        e.requested_slices = args.requested_slices;
-        e.requested_max_slices = args.requested_max_slices;
+/// The `started` event of the attempt `job`.
+pub fn start_event(job: &JobArgs, start: &Start) -> Event {
+    event(job, JobState::Started, |e| {
+        e.devices = (!start.devices.is_empty()).then(|| start.devices.clone());
+        e.requested_slices = start.requested_slices;
+        e.requested_max_slices = start.requested_max_slices;
     })
 }
 
-/// The terminal event of `job end`.
-pub fn end_event(args: &EndArgs) -> Result<Event, String> {
-    let (from_exit, code) = match &args.exit {
+/// The terminal event of the attempt `job`.
+pub fn end_event(job: &JobArgs, end: &End) -> Result<Event, String> {
+    let (from_exit, code) = match &end.exit {
         Some(exit) => {
             let (state, code) = state_from_exit(exit)?;
             (Some(state), Some(code))
         }
         None => (None, None),
     };
-    let state = match (args.state, from_exit) {
+    let state = match (end.state, from_exit) {
         (Some(EndState::Completed), _) => JobState::Completed,
         (Some(EndState::Failed), _) => JobState::Failed,
         (Some(EndState::Cancelled), _) => JobState::Cancelled,
         (Some(EndState::Preempted), _) => JobState::Preempted,
         (None, Some(state)) => state,
-        (None, None) => return Err("give --state or --exit".to_owned()),
+        (None, None) => return Err("give the end state, or the exit status".to_owned()),
     };
-    Ok(event(&args.job, state, |e| {
+    Ok(event(job, state, |e| {
         e.exit_code = code;
-        e.work_units = args.work_units.clone();
-        e.work_unit_name = args.work_unit_name.clone();
-        e.reason = args.reason.clone();
+        e.work_units = end.work_units.clone();
+        e.work_unit_name = end.work_unit_name.clone();
+        e.reason = end.reason.clone();
     }))
 }
 

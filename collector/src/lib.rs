@@ -8,6 +8,7 @@ pub mod agent;
 pub mod attribution;
 pub mod config;
 pub mod job;
+pub mod jobs_api;
 pub mod metrics;
 pub mod nvml;
 pub mod sim;

@@ -59,13 +59,13 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Command::Job(JobCommand::Start(args)) => {
-            let event = job::start_event(&args);
-            gpuledger_collector::send_one(&args.job.kafka, &event).await?;
+            let event = job::start_event(&args.job, &args.start);
+            gpuledger_collector::send_one(&args.kafka, &event).await?;
             writeln!(std::io::stdout().lock(), "{}", event.to_json_string())?;
         }
         Command::Job(JobCommand::End(args)) => {
-            let event = job::end_event(&args).map_err(anyhow::Error::msg)?;
-            gpuledger_collector::send_one(&args.job.kafka, &event).await?;
+            let event = job::end_event(&args.job, &args.end).map_err(anyhow::Error::msg)?;
+            gpuledger_collector::send_one(&args.kafka, &event).await?;
             writeln!(std::io::stdout().lock(), "{}", event.to_json_string())?;
         }
     }

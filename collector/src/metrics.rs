@@ -27,6 +27,10 @@ pub static HEALTH_EVENTS: Counter = Counter::new(
     "gpuledger_collector_health_events_total",
     "DeviceHealth events made from XID and ECC events.",
 );
+pub static JOB_EVENTS: Counter = Counter::new(
+    "gpuledger_collector_job_events_total",
+    "Job events posted to the job endpoint and spooled.",
+);
 pub static SPOOL_DROPPED: Counter = Counter::new(
     "gpuledger_collector_spool_dropped_total",
     "Events dropped because the spool was full.",
@@ -61,6 +65,7 @@ fn exposition() -> String {
         Metric::Counter(&SAMPLES),
         Metric::Counter(&DELIVERED),
         Metric::Counter(&HEALTH_EVENTS),
+        Metric::Counter(&JOB_EVENTS),
         Metric::Counter(&SPOOL_DROPPED),
         Metric::Gauge(&SPOOL_BYTES),
         Metric::Gauge(&SPOOL_RECORDS),
