@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use gpuledger_common::kafka::{DeadLetters, KafkaArgs};
 use gpuledger_common::shutdown::Shutdown;
-use gpuledger_schemas::{Codec, EventBody, Topic};
+use gpuledger_schemas::{Codec, EventBody, Timestamp, Topic};
 use rdkafka::Message;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 
@@ -49,8 +49,18 @@ struct PartitionBuffer {
     rows: SamplesBuilder,
     first_offset: Option<i64>,
     last_offset: i64,
-    date: String,
+    /// The UTC day of the rows (days since the epoch).
+    day: i64,
     opened: Option<Instant>,
+}
+
+/// A file being written off the consumer's task; its offsets are stored
+/// once it is durable, before anything after it.
+struct Writing {
+    partition: i32,
+    last_offset: i64,
+    rows: usize,
+    task: tokio::task::JoinHandle<Result<()>>,
 }
 
 impl PartitionBuffer {
@@ -102,6 +112,7 @@ pub async fn run(config: &TelemetryWriterConfig, mut shutdown: Shutdown) -> Resu
         );
     }
     let mut buffers: HashMap<i32, PartitionBuffer> = HashMap::new();
+    let mut writing: Option<Writing> = None;
     let mut ticker = tokio::time::interval(config.rolling.max_age.min(Duration::from_secs(1)));
     tracing::info!(%topic, root = %config.history_root.display(), "telemetry writer started");
 
@@ -109,13 +120,19 @@ pub async fn run(config: &TelemetryWriterConfig, mut shutdown: Shutdown) -> Resu
         tokio::select! {
             _ = shutdown.wait() => break,
             _ = ticker.tick() => {
+                // A file written by now has its offsets stored now, not at
+                // the next flush: a quiet topic must not hold them back.
+                if writing.as_ref().is_some_and(|w| w.task.is_finished()) {
+                    settle(&consumer, &topic, &mut writing, &mut durable).await?;
+                }
                 let due: Vec<i32> = buffers
                     .iter()
                     .filter(|(_, b)| b.opened.is_some_and(|t| t.elapsed() >= config.rolling.max_age))
                     .map(|(p, _)| *p)
                     .collect();
                 for partition in due {
-                    flush(config, &consumer, &topic, partition, &mut buffers, &mut durable)?;
+                    let buffer = buffers.remove(&partition);
+                    flush(config, &consumer, &topic, partition, buffer, &mut writing, &mut durable).await?;
                 }
             }
             message = consumer.recv() => {
@@ -152,34 +169,40 @@ pub async fn run(config: &TelemetryWriterConfig, mut shutdown: Shutdown) -> Resu
                     buffers.entry(partition).or_default().note_offset(offset);
                     continue;
                 };
-                let date = event.envelope.event_time.date_string();
-                let rolls_day = buffers.get(&partition).is_some_and(|b| !b.rows.is_empty() && b.date != date);
+                let day = event.envelope.event_time.day();
+                let rolls_day = buffers.get(&partition).is_some_and(|b| !b.rows.is_empty() && b.day != day);
                 if rolls_day {
-                    flush(config, &consumer, &topic, partition, &mut buffers, &mut durable)?;
+                    let buffer = buffers.remove(&partition);
+                    flush(config, &consumer, &topic, partition, buffer, &mut writing, &mut durable).await?;
                 }
                 let buffer = buffers.entry(partition).or_default();
                 if buffer.rows.is_empty() {
-                    buffer.date = date;
+                    buffer.day = day;
                 }
                 buffer.rows.push(&event.envelope, sample);
                 buffer.note_offset(offset);
                 if buffer.rows.len() >= config.rolling.max_rows {
-                    flush(config, &consumer, &topic, partition, &mut buffers, &mut durable)?;
+                    let buffer = buffers.remove(&partition);
+                    flush(config, &consumer, &topic, partition, buffer, &mut writing, &mut durable).await?;
                 }
             }
         }
     }
     let partitions: Vec<i32> = buffers.keys().copied().collect();
     for partition in partitions {
+        let buffer = buffers.remove(&partition);
         flush(
             config,
             &consumer,
             &topic,
             partition,
-            &mut buffers,
+            buffer,
+            &mut writing,
             &mut durable,
-        )?;
+        )
+        .await?;
     }
+    settle(&consumer, &topic, &mut writing, &mut durable).await?;
     if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
         // Nothing consumed yet is not a failure.
         tracing::debug!(error = %e, "final commit");
@@ -188,46 +211,81 @@ pub async fn run(config: &TelemetryWriterConfig, mut shutdown: Shutdown) -> Resu
     Ok(())
 }
 
-/// Writes a partition's buffer as a durable file, then stores its offsets.
-fn flush(
+/// Waits for the file being written, if any, and stores its offsets.
+async fn settle(
+    consumer: &StreamConsumer,
+    topic: &str,
+    writing: &mut Option<Writing>,
+    durable: &mut HashMap<i32, i64>,
+) -> Result<()> {
+    let Some(file) = writing.take() else {
+        return Ok(());
+    };
+    file.task
+        .await
+        .map_err(|e| Error::History(format!("writing a samples file: {e}")))??;
+    metrics::SAMPLES_WRITTEN.add(file.rows as u64);
+    metrics::HISTORY_FILES_WRITTEN.inc();
+    consumer.store_offset(topic, file.partition, file.last_offset + 1)?;
+    durable.insert(file.partition, file.last_offset);
+    Ok(())
+}
+
+/// Makes a partition's buffer a durable file: sorted, rolled up and
+/// written on a blocking thread while the consumer reads on. One file is
+/// written at a time; its offsets are stored once it is durable, before
+/// the next file starts, so offsets are stored in order.
+async fn flush(
     config: &TelemetryWriterConfig,
     consumer: &StreamConsumer,
     topic: &str,
     partition: i32,
-    buffers: &mut HashMap<i32, PartitionBuffer>,
+    buffer: Option<PartitionBuffer>,
+    writing: &mut Option<Writing>,
     durable: &mut HashMap<i32, i64>,
 ) -> Result<()> {
-    let Some(buffer) = buffers.remove(&partition) else {
+    settle(consumer, topic, writing, durable).await?;
+    let Some(mut buffer) = buffer else {
         return Ok(());
     };
     let Some(first_offset) = buffer.first_offset else {
         return Ok(());
     };
-    let mut buffer = buffer;
-    if !buffer.rows.is_empty() {
-        let rows = buffer.rows.len();
-        let batch = buffer
-            .rows
-            .finish()
-            .map_err(|e| Error::History(e.to_string()))?;
-        let rolled_up = hourly::roll_up(&batch).map_err(|e| Error::History(e.to_string()))?;
-        let batch = samples::sorted(&batch).map_err(|e| Error::History(e.to_string()))?;
-        let name = FileName {
-            topic: topic.to_owned(),
-            partition,
-            first_offset,
-            last_offset: buffer.last_offset,
-        };
-        tokio::task::block_in_place(|| {
-            let root = &config.history_root;
-            write_file(root, hourly::TABLE, &buffer.date, &name, &rolled_up)?;
-            write_file(root, samples::TABLE, &buffer.date, &name, &batch)
-        })?;
-        metrics::SAMPLES_WRITTEN.add(rows as u64);
-        metrics::HISTORY_FILES_WRITTEN.inc();
-        tracing::debug!(file = %name.render(), rows, "samples file written");
+    if buffer.rows.is_empty() {
+        // Only records sent to the DLQ: nothing to write.
+        consumer.store_offset(topic, partition, buffer.last_offset + 1)?;
+        durable.insert(partition, buffer.last_offset);
+        return Ok(());
     }
-    consumer.store_offset(topic, partition, buffer.last_offset + 1)?;
-    durable.insert(partition, buffer.last_offset);
+    let rows = buffer.rows.len();
+    let batch = buffer
+        .rows
+        .finish()
+        .map_err(|e| Error::History(e.to_string()))?;
+    let name = FileName {
+        topic: topic.to_owned(),
+        partition,
+        first_offset,
+        last_offset: buffer.last_offset,
+    };
+    let date = Timestamp::from_micros(buffer.day * 86_400_000_000).date_string();
+    let root = config.history_root.clone();
+    let task = tokio::task::spawn_blocking(move || {
+        let history = |e: arrow::error::ArrowError| Error::History(e.to_string());
+        // Sorted first: the roll-up walks each device's samples in time
+        // order, which the sorted batch already is.
+        let batch = samples::sorted(&batch).map_err(history)?;
+        let rolled_up = hourly::roll_up(&batch).map_err(history)?;
+        write_file(&root, hourly::TABLE, &date, &name, &rolled_up)?;
+        write_file(&root, samples::TABLE, &date, &name, &batch)?;
+        tracing::debug!(file = %name.render(), rows, "samples file written");
+        Ok(())
+    });
+    *writing = Some(Writing {
+        partition,
+        last_offset: buffer.last_offset,
+        rows,
+        task,
+    });
     Ok(())
 }

@@ -18,6 +18,7 @@ pub mod events;
 pub mod exact;
 mod json;
 pub mod pricing;
+mod sample_datum;
 pub mod samples;
 #[cfg(feature = "arrow")]
 pub mod tables;

@@ -43,6 +43,12 @@ impl Timestamp {
         DateTime::from_timestamp_micros(self.0)
     }
 
+    /// Days since 1970-01-01 (UTC) of this instant: equal for instants of
+    /// the same UTC day, without formatting a date.
+    pub const fn day(self) -> i64 {
+        self.0.div_euclid(86_400_000_000)
+    }
+
     /// The UTC day, `YYYY-MM-DD`.
     pub fn date_string(self) -> String {
         match self.to_datetime() {
@@ -108,6 +114,8 @@ mod tests {
         assert_eq!(t.as_micros(), 1_793_692_800 * MICROS_PER_SECOND);
         assert_eq!(t.to_string(), "2026-11-03T08:00:00Z");
         assert_eq!(t.date_string(), "2026-11-03");
+        assert_eq!(t.day(), 1_793_692_800 / 86_400);
+        assert_eq!(Timestamp::from_micros(-1).day(), -1);
         let t: Timestamp = "2026-11-03T09:00:00.5+01:00".parse().unwrap();
         assert_eq!(t.to_string(), "2026-11-03T08:00:00.500Z");
         assert!("2026-11-03 08:00".parse::<Timestamp>().is_err());

@@ -26,6 +26,7 @@ async fn kafka_skeleton_samples_travel_from_collector_to_sql() {
         &["--flush-interval-ms", "300"],
         "processor.log",
     );
+    let api = processor.wait_for_line("control API listening on ", Duration::from_secs(30));
     let (query, base_url, _postgres) = start_query(history, &[], &work.path().join("query.log"));
 
     // 3 nodes × (4 MIG instances + 1 whole GPU) × 40 ticks = 600 samples,
@@ -71,6 +72,26 @@ async fn kafka_skeleton_samples_travel_from_collector_to_sql() {
             )
             .expect("SQL answers");
             (rows[0]["n"] == summary["samples"]).then(|| rows[0].clone())
+        },
+    );
+    // Once the stream is quiet, the last file counts as written (its
+    // offsets are stored) without waiting for another file.
+    eventually(
+        "every sample counted as written",
+        Duration::from_secs(30),
+        || {
+            let metrics = ureq::get(&format!("{api}/metrics"))
+                .call()
+                .ok()?
+                .into_string()
+                .ok()?;
+            let written: u64 = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix("gpuledger_samples_written_total "))?
+                .trim()
+                .parse()
+                .ok()?;
+            (written == 600).then_some(())
         },
     );
     assert_eq!(row["mem"], summary["sum_mem_used_bytes"]);

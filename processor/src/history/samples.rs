@@ -117,7 +117,8 @@ impl SamplesBuilder {
     }
 }
 
-/// The rows of a `samples` batch ordered by device, then time: each
+/// The rows of a `samples` batch ordered by device, then time (then
+/// `seq`): each
 /// column's neighbouring values then differ little (one device's clock,
 /// counters and holder), which is what dictionary, delta and zstd
 /// encodings compress best.
@@ -135,6 +136,11 @@ pub fn sorted(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
         },
         SortColumn {
             values: column("time")?,
+            options: None,
+        },
+        // Ties (none from an honest collector) in the order they were made.
+        SortColumn {
+            values: column("seq")?,
             options: None,
         },
     ];
