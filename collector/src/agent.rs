@@ -26,6 +26,7 @@ use crate::nvml::xid::health_event;
 use crate::nvml::{
     GpuSource, MigAssignments, NodeContext, SourceError, holders, inventory, layout, samples,
 };
+use crate::pods::PodJobs;
 use crate::spool::Spool;
 
 /// Where readings come from.
@@ -84,6 +85,13 @@ pub struct RunArgs {
     /// tenants: `{"namespaces":{…},"slurm_accounts":{…},"users":{…}}`.
     #[arg(long, env = "GPULEDGER_TENANT_MAP")]
     pub tenant_map: Option<PathBuf>,
+
+    /// Report the lifecycle of Kubernetes pods no scheduler reports, from
+    /// what the node sees: `started` when a pod is first seen on a GPU,
+    /// `completed` once it has been on none for three rounds (see
+    /// `docs/collector.md`).
+    #[arg(long, env = "GPULEDGER_OBSERVE_PODS")]
+    pub observe_pods: bool,
 
     /// Read once, print the events and exit, sending nothing.
     #[arg(long)]
@@ -193,12 +201,14 @@ fn node_name(args: &RunArgs) -> String {
 }
 
 /// One round: health events, inventory when the layout changed, MIG
-/// holders that changed, samples.
+/// holders that changed, pods started or gone (if observed), samples.
 struct Round<'a> {
     ctx: &'a NodeContext,
     attributor: &'a Attributor,
     last_layout: Option<Vec<(String, u32)>>,
     migs: MigAssignments,
+    /// Pods whose lifecycle the node reports itself (`--observe-pods`).
+    pods: Option<PodJobs>,
     seq: i64,
 }
 
@@ -218,6 +228,9 @@ impl Round<'_> {
         }
         let holders = holders(&gpus, Some(self.attributor));
         out.extend(self.migs.changes(self.ctx, &gpus, &holders, at));
+        if let Some(pods) = &mut self.pods {
+            out.extend(pods.observe(self.ctx, &holders, at));
+        }
         out.extend(samples(self.ctx, &gpus, &holders, at, &mut self.seq));
         Ok(out)
     }
@@ -241,6 +254,7 @@ pub async fn run(args: &RunArgs, mut shutdown: Shutdown) -> Result<u64, AgentErr
         attributor: &attributor,
         last_layout: None,
         migs: MigAssignments::default(),
+        pods: args.observe_pods.then(PodJobs::default),
         seq: Timestamp::now().as_micros(),
     };
     if args.once {

@@ -11,6 +11,7 @@ pub mod job;
 pub mod jobs_api;
 pub mod metrics;
 pub mod nvml;
+pub mod pods;
 pub mod sim;
 pub mod spool;
 
