@@ -17,7 +17,7 @@ use gpuledger_common::kafka::{EventProducer, KafkaArgs};
 use gpuledger_common::shutdown::Shutdown;
 use gpuledger_schemas::{Event, Timestamp};
 
-use crate::attribution::{Attributor, TenantMap};
+use crate::attribution::{Attributor, PodDirectory, PodLogs, TenantMap};
 use crate::jobs_api::{self, Origin, Submission};
 use crate::metrics;
 use crate::nvml::fake::FakeNvml;
@@ -85,6 +85,12 @@ pub struct RunArgs {
     /// tenants: `{"namespaces":{…},"slurm_accounts":{…},"users":{…}}`.
     #[arg(long, env = "GPULEDGER_TENANT_MAP")]
     pub tenant_map: Option<PathBuf>,
+
+    /// The kubelet's pod log folders (`/var/log/pods` on the node): they
+    /// name each pod's namespace and name, so pods are named and mapped to
+    /// tenants as the admission webhook does.
+    #[arg(long, env = "GPULEDGER_POD_LOGS")]
+    pub pod_logs: Option<PathBuf>,
 
     /// Report the lifecycle of Kubernetes pods no scheduler reports, from
     /// what the node sees: `started` when a pod is first seen on a GPU,
@@ -187,7 +193,11 @@ fn attributor(args: &RunArgs) -> Result<Attributor, AgentError> {
         }
         None => TenantMap::default(),
     };
-    Ok(Attributor::new(&args.proc_root, map, None))
+    let pods = args
+        .pod_logs
+        .as_ref()
+        .map(|dir| Box::new(PodLogs::new(dir)) as Box<dyn PodDirectory>);
+    Ok(Attributor::new(&args.proc_root, map, pods))
 }
 
 fn node_name(args: &RunArgs) -> String {

@@ -2,7 +2,9 @@
 //! scheduler reports (`run --observe-pods`). NVML shows which processes run
 //! on which device and attribution names their pod; from that alone:
 //!
-//! - a pod seen on a GPU for the first time has `started`, with the devices
+//! - a pod (a process in a pod's cgroup; its job is named `namespace/name`
+//!   where the pod is known, `pod-<uid>` otherwise) seen on a GPU for the
+//!   first time has `started`, with the devices
 //!   it is on and the tenant of its namespace (a pod whose tenant is not
 //!   known is left out: the ledger meters its samples as unmetered use);
 //! - a pod seen on no GPU for [`GONE_AFTER`] rounds in a row has a terminal
@@ -47,13 +49,13 @@ impl PodJobs {
         // Each pod with a known tenant, and the devices it is on now.
         let mut now: BTreeMap<&str, (&str, BTreeSet<&str>)> = BTreeMap::new();
         for (device, holder) in holders {
-            let (Some(job), Some(tenant)) = (holder.job_id.as_deref(), holder.tenant.as_deref())
-            else {
+            let (Some(job), Some(tenant), Some(_)) = (
+                holder.job_id.as_deref(),
+                holder.tenant.as_deref(),
+                holder.pod_uid.as_deref(),
+            ) else {
                 continue;
             };
-            if !job.starts_with("pod-") {
-                continue;
-            }
             now.entry(job)
                 .or_insert_with(|| (tenant, BTreeSet::new()))
                 .1
@@ -145,6 +147,7 @@ mod tests {
                     Attribution {
                         job_id: Some((*job).to_owned()),
                         tenant: tenant.map(str::to_owned),
+                        pod_uid: job.strip_prefix("pod-").map(str::to_owned),
                     },
                 )
             })

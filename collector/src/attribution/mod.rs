@@ -30,13 +30,77 @@ pub struct TenantMap {
 pub struct Attribution {
     pub job_id: Option<String>,
     pub tenant: Option<String>,
+    /// The UID of the Kubernetes pod it runs in, if any.
+    pub pod_uid: Option<String>,
 }
 
-/// Looks a Kubernetes pod's namespace up by UID (the API server, or a
-/// kubelet listing); tests and nodes without Kubernetes use none.
+/// A pod's namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodName {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Looks a Kubernetes pod up by UID; tests and nodes without Kubernetes
+/// use none.
 pub trait PodDirectory: Send + Sync {
-    /// The namespace of the pod with this UID, if known.
-    fn namespace_of(&self, pod_uid: &str) -> Option<String>;
+    /// The namespace and name of the pod with this UID, if known.
+    fn pod(&self, pod_uid: &str) -> Option<PodName>;
+}
+
+/// The pods the kubelet keeps logs for: `/var/log/pods` (a host mount in
+/// the collector's container) holds a folder `<namespace>_<name>_<uid>` for
+/// every pod on the node — names and namespaces cannot contain `_` — so a
+/// pod's UID gives its namespace and name with no call to the API server.
+/// UIDs are never reused, so what was found once is kept.
+#[derive(Debug)]
+pub struct PodLogs {
+    root: PathBuf,
+    known: std::sync::Mutex<BTreeMap<String, PodName>>,
+}
+
+impl PodLogs {
+    /// The pods under `root` (normally `/var/log/pods`).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self {
+            root: root.into(),
+            known: std::sync::Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Reads the folder again; pods it cannot read are simply not known.
+    fn rescan(&self) -> BTreeMap<String, PodName> {
+        let Ok(entries) = std::fs::read_dir(&self.root) else {
+            return BTreeMap::new();
+        };
+        entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter_map(|name| {
+                let mut parts = name.splitn(3, '_');
+                let (namespace, pod, uid) = (parts.next()?, parts.next()?, parts.next()?);
+                (!namespace.is_empty() && !pod.is_empty() && !uid.is_empty()).then(|| {
+                    (
+                        uid.to_owned(),
+                        PodName {
+                            namespace: namespace.to_owned(),
+                            name: pod.to_owned(),
+                        },
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+impl PodDirectory for PodLogs {
+    fn pod(&self, pod_uid: &str) -> Option<PodName> {
+        let mut known = self.known.lock().ok()?;
+        if let Some(pod) = known.get(pod_uid) {
+            return Some(pod.clone());
+        }
+        known.extend(self.rescan());
+        known.get(pod_uid).cloned()
+    }
 }
 
 /// Reads `/proc` (or a recorded copy of it) to attribute pids.
@@ -82,14 +146,20 @@ impl Attributor {
         let owner = cgroup::owner_of(&cgroup).or_else(|| cgroup::slurm_job_from_environ(&environ));
         match owner {
             Some(Owner::Pod { uid }) => {
-                let tenant = self
-                    .pods
+                // Named as the admission webhook names it where the pod is
+                // known, by its UID otherwise.
+                let pod = self.pods.as_ref().and_then(|p| p.pod(&uid));
+                let tenant = pod
                     .as_ref()
-                    .and_then(|p| p.namespace_of(&uid))
-                    .and_then(|ns| self.map.namespaces.get(&ns).cloned());
+                    .and_then(|p| self.map.namespaces.get(&p.namespace).cloned());
+                let job_id = match &pod {
+                    Some(p) => format!("{}/{}", p.namespace, p.name),
+                    None => format!("pod-{uid}"),
+                };
                 Attribution {
-                    job_id: Some(format!("pod-{uid}")),
+                    job_id: Some(job_id),
                     tenant,
+                    pod_uid: Some(uid),
                 }
             }
             Some(Owner::SlurmJob { job_id }) => {
@@ -112,6 +182,7 @@ impl Attributor {
                 Attribution {
                     job_id: Some(format!("slurm-{job_id}")),
                     tenant,
+                    pod_uid: None,
                 }
             }
             None => Attribution::default(),

@@ -368,7 +368,7 @@ pub fn samples(
         let temp = gpu.temp_c.map(|t| t as i32);
         if gpu.is_split() {
             for mig in &gpu.migs {
-                let Attribution { job_id, tenant } =
+                let Attribution { job_id, tenant, .. } =
                     holders.get(&mig.uuid).cloned().unwrap_or_default();
                 push(
                     GpuSample {
@@ -401,7 +401,7 @@ pub fn samples(
                 );
             }
         } else {
-            let Attribution { job_id, tenant } =
+            let Attribution { job_id, tenant, .. } =
                 holders.get(&gpu.uuid).cloned().unwrap_or_default();
             push(
                 GpuSample {
