@@ -54,6 +54,15 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub realtime: bool,
 
+    /// Tenants whose jobs run on the fleet (comma-separated); none: the
+    /// devices only report, nobody holds them. With tenants, jobs arrive on
+    /// free devices, run for minutes to hours with idle stretches, and
+    /// complete, fail (and are retried) or are cancelled; their admission
+    /// requests and job events go to the ledger topic, and the samples of
+    /// the devices they hold name them.
+    #[arg(long, value_delimiter = ',')]
+    pub tenants: Vec<String>,
+
     /// Seed of the simulation; the same seed gives the same fleet and samples.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -76,6 +85,7 @@ impl SimulateArgs {
             interval_ms: self.interval_ms,
             start: self.start.unwrap_or_else(Timestamp::now),
             seed: self.seed,
+            tenants: self.tenants.clone(),
         }
     }
 }

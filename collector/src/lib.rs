@@ -45,6 +45,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub struct Summary {
     pub inventories: u64,
     pub samples: u64,
+    /// Admission requests and job events of the tenants' jobs.
+    pub admission_requests: u64,
+    pub job_events: u64,
     pub sum_mem_used_bytes: i64,
     pub sum_energy_mj: i64,
     pub sum_seq: i64,
@@ -56,6 +59,8 @@ impl Summary {
     fn record(&mut self, event: &Event) {
         match &event.body {
             EventBody::NodeInventory(_) => self.inventories += 1,
+            EventBody::AdmissionRequest(_) => self.admission_requests += 1,
+            EventBody::JobEvent(_) => self.job_events += 1,
             EventBody::GpuSample(s) => {
                 self.samples += 1;
                 self.sum_mem_used_bytes += s.mem_used_bytes;

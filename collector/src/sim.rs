@@ -1,9 +1,21 @@
 //! A simulated fleet: the same events a real node emits, from a seeded,
 //! deterministic model instead of NVML. Drives demos, tests and benchmarks.
+//!
+//! With tenants, every leaf device (a whole GPU or a MIG instance) runs
+//! their jobs one after another: a job arrives after a free spell of up to
+//! an hour, holds the device for ten minutes to six hours (most are short,
+//! a quarter are long), is busy at 60–98 % SM activity with idle stretches
+//! now and then, and ends completed (80 %, with work units), failed (12 %,
+//! retried up to twice on the same device) or cancelled (8 %). Each job
+//! brings what a scheduler and its hooks would send: an `AdmissionRequest`
+//! and `JobEvent`s `started` (naming the device) and the terminal one. A
+//! device's samples name the job that holds it, with a process id.
 
 use std::collections::BTreeMap;
 
-use gpuledger_schemas::events::{GpuSample, InventoryDevice, NodeInventory};
+use gpuledger_schemas::events::{
+    AdmissionRequest, GpuSample, InventoryDevice, JobEvent, JobState, NodeInventory,
+};
 use gpuledger_schemas::{Envelope, Event, Timestamp};
 
 /// The shape of the simulated fleet.
@@ -19,6 +31,23 @@ pub struct FleetSpec {
     pub interval_ms: i32,
     pub start: Timestamp,
     pub seed: u64,
+    /// Tenants whose jobs run on the fleet; none: nobody holds a device.
+    pub tenants: Vec<String>,
+}
+
+/// A job holding one device.
+#[derive(Debug, Clone)]
+struct SimJob {
+    tenant: String,
+    job_id: String,
+    attempt: i32,
+    pid: i64,
+    /// Ticks until it ends, and how.
+    ticks_left: i64,
+    ran: i64,
+    ending: JobState,
+    /// Ticks of the idle stretch it is in.
+    idle_for: i64,
 }
 
 /// One leaf device and its simulated state.
@@ -29,6 +58,10 @@ struct SimDevice {
     gpu: usize,
     /// Utilization in percent; `None` where NVML reports none (MIG).
     util: Option<f32>,
+    /// The job holding it, if any.
+    job: Option<SimJob>,
+    /// Ticks until the next job arrives while it is free.
+    free_for: i64,
 }
 
 /// One simulated node: its devices and its own sample sequence.
@@ -47,6 +80,8 @@ pub struct SimulatedFleet {
     nodes: Vec<SimNode>,
     rng: SplitMix64,
     tick: i64,
+    /// Jobs started so far, for their ids.
+    jobs: u64,
 }
 
 const H200_MEMORY: i64 = 141_000_000_000;
@@ -82,6 +117,8 @@ impl SimulatedFleet {
                                 },
                                 gpu: g,
                                 util: None,
+                                job: None,
+                                free_for: 0,
                             });
                         }
                     } else {
@@ -97,6 +134,8 @@ impl SimulatedFleet {
                             },
                             gpu: g,
                             util: Some((rng.next() % 100) as f32),
+                            job: None,
+                            free_for: 0,
                         });
                     }
                 }
@@ -116,6 +155,7 @@ impl SimulatedFleet {
             nodes,
             rng,
             tick: 0,
+            jobs: 0,
         }
     }
 
@@ -178,12 +218,30 @@ impl SimulatedFleet {
             }
             for device in &mut node.devices {
                 node.seq += 1;
-                if let Some(util) = device.util.as_mut() {
-                    let step = (self.rng.next() % 21) as f32 - 10.0;
-                    *util = (*util + step).clamp(0.0, 100.0);
+                if self.spec.tenants.is_empty() {
+                    if let Some(util) = device.util.as_mut() {
+                        let step = (self.rng.next() % 21) as f32 - 10.0;
+                        *util = (*util + step).clamp(0.0, 100.0);
+                    }
+                } else {
+                    let mut jobs = Jobs {
+                        spec: &self.spec,
+                        rng: &mut self.rng,
+                        count: &mut self.jobs,
+                        node: &node.name,
+                        at,
+                        out: &mut out,
+                    };
+                    jobs.advance(device);
                 }
                 let inv = &device.inventory;
-                let busy = device.util.map_or(0.5, |u| u / 100.0);
+                let busy = match (&device.job, device.util) {
+                    (None, _) if !self.spec.tenants.is_empty() => 0.02,
+                    (_, Some(u)) => u / 100.0,
+                    (Some(job), None) if job.idle_for > 0 => 0.3,
+                    (Some(_), None) => 0.8,
+                    (None, None) => 0.5,
+                };
                 let mem_used = (inv.memory_bytes as f64 * f64::from(busy) * 0.9) as i64;
                 let temp = 35 + (self.rng.next() % 40) as i32;
                 let envelope = Envelope {
@@ -213,9 +271,9 @@ impl SimulatedFleet {
                             .then(|| power_by_gpu[&device.gpu]),
                         energy_mj: Some(node.energy_mj[device.gpu]),
                         temp_c: Some(temp),
-                        pids: Vec::new(),
-                        job_id: None,
-                        tenant: None,
+                        pids: device.job.iter().map(|j| j.pid).collect(),
+                        job_id: device.job.as_ref().map(|j| j.job_id.clone()),
+                        tenant: device.job.as_ref().map(|j| j.tenant.clone()),
                         interval_ms,
                         seq: node.seq,
                     },
@@ -224,6 +282,165 @@ impl SimulatedFleet {
         }
         self.nodes = nodes;
         out
+    }
+}
+
+/// What one device's jobs do in one tick, and the ledger events they send.
+struct Jobs<'a> {
+    spec: &'a FleetSpec,
+    rng: &'a mut SplitMix64,
+    count: &'a mut u64,
+    node: &'a str,
+    at: Timestamp,
+    out: &'a mut Vec<Event>,
+}
+
+impl Jobs<'_> {
+    fn below(&mut self, n: u64) -> u64 {
+        self.rng.next() % n.max(1)
+    }
+
+    /// A job ends, starts or runs on; the device's utilization follows.
+    fn advance(&mut self, device: &mut SimDevice) {
+        let ticks_per_minute = (60_000 / i64::from(self.spec.interval_ms).max(1)).max(1);
+        if let Some(job) = device.job.as_mut() {
+            job.ticks_left -= 1;
+            job.ran += 1;
+            if job.ticks_left <= 0 {
+                let job = device.job.take().unwrap_or_else(|| unreachable!());
+                self.job_event(device, &job, job.ending);
+                if job.ending == JobState::Failed && job.attempt < 3 {
+                    // Retried at once on the same device.
+                    self.start(device, Some(job), ticks_per_minute);
+                    return;
+                }
+                device.free_for = self.below(60) as i64 * ticks_per_minute;
+            }
+        } else if device.free_for > 0 {
+            device.free_for -= 1;
+        } else {
+            self.start(device, None, ticks_per_minute);
+        }
+        let idle_roll = self.below(100);
+        let busy = 60.0 + self.below(39) as f32;
+        match device.job.as_mut() {
+            Some(job) => {
+                if job.idle_for > 0 {
+                    job.idle_for -= 1;
+                } else if idle_roll < 2 {
+                    job.idle_for = 1 + (idle_roll as i64 + 1) * 3 * ticks_per_minute;
+                }
+                if device.util.is_some() {
+                    device.util = Some(if job.idle_for > 0 { 2.0 } else { busy });
+                }
+            }
+            None => {
+                if device.util.is_some() {
+                    device.util = Some(0.0);
+                }
+            }
+        }
+    }
+
+    /// A new job, or the next attempt of a failed one, takes the device.
+    fn start(&mut self, device: &mut SimDevice, retry: Option<SimJob>, ticks_per_minute: i64) {
+        if let Some(failed) = retry {
+            // It idles a minute while it loads again, and runs as long as
+            // the failed attempt did, and a minute more.
+            let job = SimJob {
+                attempt: failed.attempt + 1,
+                ticks_left: failed.ran.max(1) + ticks_per_minute,
+                ran: 0,
+                ending: self.ending(),
+                idle_for: ticks_per_minute,
+                ..failed
+            };
+            self.begin(device, job);
+            return;
+        }
+        *self.count += 1;
+        let tenant = self.spec.tenants[self.below(self.spec.tenants.len() as u64) as usize].clone();
+        let minutes = if self.below(4) == 0 {
+            60 + self.below(300) as i64
+        } else {
+            10 + self.below(50) as i64
+        };
+        let job = SimJob {
+            job_id: format!("{tenant}-{:05}", *self.count),
+            tenant,
+            attempt: 1,
+            pid: 10_000 + (*self.count % 50_000) as i64,
+            ticks_left: minutes * ticks_per_minute,
+            ran: 0,
+            ending: self.ending(),
+            idle_for: 0,
+        };
+        self.begin(device, job);
+    }
+
+    fn ending(&mut self) -> JobState {
+        match self.below(100) {
+            0..80 => JobState::Completed,
+            80..92 => JobState::Failed,
+            _ => JobState::Cancelled,
+        }
+    }
+
+    /// The job's admission request and start, and the device is its.
+    fn begin(&mut self, device: &mut SimDevice, job: SimJob) {
+        let inv = &device.inventory;
+        let request_id = format!("{}-{}", job.job_id, job.attempt);
+        self.out.push(Event::new(
+            self.envelope(format!("admission-{request_id}")),
+            AdmissionRequest {
+                pool: self.spec.pool.clone(),
+                request_id,
+                job_id: job.job_id.clone(),
+                attempt: job.attempt,
+                tenant: job.tenant.clone(),
+                slices: inv.slices,
+                max_slices: inv.max_slices,
+            },
+        ));
+        self.job_event(device, &job, JobState::Started);
+        device.job = Some(job);
+    }
+
+    fn job_event(&mut self, device: &SimDevice, job: &SimJob, state: JobState) {
+        let completed = state == JobState::Completed;
+        self.out.push(Event::new(
+            self.envelope(format!("{}-{}-{state}", job.job_id, job.attempt)),
+            JobEvent {
+                pool: self.spec.pool.clone(),
+                job_id: job.job_id.clone(),
+                attempt: job.attempt,
+                tenant: job.tenant.clone(),
+                user: None,
+                node: Some(self.node.to_owned()),
+                state,
+                devices: (state == JobState::Started)
+                    .then(|| vec![device.inventory.device_uuid.clone()]),
+                requested_slices: None,
+                requested_max_slices: None,
+                work_units: completed.then(|| gpuledger_schemas::Decimal::from(job.ran * 10)),
+                work_unit_name: completed.then(|| "steps".to_owned()),
+                exit_code: match state {
+                    JobState::Completed => Some(0),
+                    JobState::Failed => Some(1),
+                    _ => None,
+                },
+                reason: None,
+            },
+        ));
+    }
+
+    fn envelope(&self, event_id: String) -> Envelope {
+        Envelope {
+            event_id,
+            event_time: self.at,
+            source: self.node.to_owned(),
+            cluster: self.spec.cluster.clone(),
+        }
     }
 }
 
@@ -271,6 +488,7 @@ mod tests {
             interval_ms: 10_000,
             start: "2026-11-01T00:00:00Z".parse().unwrap(),
             seed: 7,
+            tenants: Vec::new(),
         }
     }
 
@@ -290,6 +508,78 @@ mod tests {
             for event in &x {
                 event.validate().unwrap();
             }
+        }
+    }
+
+    #[test]
+    fn tenants_jobs_hold_devices_and_tell_the_ledger() {
+        let spec = FleetSpec {
+            tenants: vec!["team-llm".into(), "team-vision".into()],
+            ..spec()
+        };
+        let run = |spec: &FleetSpec| {
+            let mut fleet = SimulatedFleet::new(spec.clone());
+            (0..2_000)
+                .flat_map(|_| fleet.tick())
+                .collect::<Vec<Event>>()
+        };
+        let events = run(&spec);
+        assert_eq!(events, run(&spec), "the same seed gives the same events");
+        // Per (job, attempt): its start, its end, and the device it named.
+        let mut started: BTreeMap<(String, i32), String> = BTreeMap::new();
+        let mut ended: BTreeMap<(String, i32), JobState> = BTreeMap::new();
+        let mut admitted = 0;
+        let mut held_samples = 0;
+        for event in &events {
+            event.validate().unwrap();
+            match &event.body {
+                EventBody::AdmissionRequest(_) => admitted += 1,
+                EventBody::JobEvent(j) if j.state == JobState::Started => {
+                    let device = j.devices.clone().unwrap().remove(0);
+                    assert!(
+                        started
+                            .insert((j.job_id.clone(), j.attempt), device)
+                            .is_none()
+                    );
+                }
+                EventBody::JobEvent(j) => {
+                    let key = (j.job_id.clone(), j.attempt);
+                    assert!(started.contains_key(&key), "{key:?} ended unstarted");
+                    assert!(ended.insert(key, j.state).is_none());
+                }
+                EventBody::GpuSample(s) => {
+                    // A held device names its job and a process; a free one neither.
+                    assert_eq!(s.job_id.is_some(), !s.pids.is_empty());
+                    assert_eq!(s.job_id.is_some(), s.tenant.is_some());
+                    if let Some(job) = &s.job_id {
+                        held_samples += 1;
+                        let attempt = started
+                            .iter()
+                            .filter(|((j, _), d)| j == job && **d == s.device_uuid)
+                            .map(|((_, a), _)| *a)
+                            .max();
+                        assert!(
+                            attempt.is_some(),
+                            "{job} on {} never started there",
+                            s.device_uuid
+                        );
+                    }
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(admitted, started.len(), "one admission request per attempt");
+        assert!(held_samples > 0);
+        // Over 2,000 ticks (5.5 hours) jobs end every way, and failures are
+        // retried as later attempts of the same job.
+        let states: std::collections::BTreeSet<JobState> = ended.values().copied().collect();
+        assert!(states.contains(&JobState::Completed), "{states:?}");
+        assert!(started.keys().any(|(_, attempt)| *attempt > 1));
+        for ((job, attempt), _) in started.iter().filter(|((_, a), _)| *a > 1) {
+            assert_eq!(
+                ended.get(&(job.clone(), attempt - 1)),
+                Some(&JobState::Failed)
+            );
         }
     }
 

@@ -1,0 +1,132 @@
+//! The simulated fleet with tenants, through the real broker and the
+//! processor: every admission request its jobs make is decided once, every
+//! attempt becomes an allocation, and the samples of held devices name the
+//! jobs the ledger knows.
+
+use std::time::Duration;
+
+use gpuledger_tests::{
+    WorkDir, create_topics, eventually, post, require_broker, simulate, sql,
+    start_ledger_processor, start_query, unique_prefix,
+};
+
+const ADMIN: &str = "admin-secret-simjobs";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_simulated_jobs_are_admitted_and_allocated() {
+    let bootstrap = require_broker();
+    let prefix = unique_prefix("simjobs");
+    create_topics(&bootstrap, &prefix, 1).await;
+    let work = WorkDir::new("sim-jobs");
+    let (mut processor, api) =
+        start_ledger_processor(&bootstrap, &prefix, work.path(), ADMIN, "processor.log");
+    let (mut query, base_url, _postgres) = start_query(
+        work.path().join("history"),
+        &[],
+        &work.path().join("query.log"),
+    );
+
+    // Two tenants with quota in the pool, and a book.
+    let env = |id: &str| {
+        format!(
+            r#""event_id":"{id}","event_time":"2026-11-01T00:00:00Z","source":"test","cluster":"sim""#
+        )
+    };
+    let setup = [
+        format!(
+            r#"{{"type":"PriceBook",{},"version":1,"effective_from":"2026-10-01T00:00:00Z","currency":"USD","rates":[{{"model":"NVIDIA H200","reserved_per_gpu_hour":"2","quota_per_gpu_hour":"2.5","on_demand_per_gpu_hour":"4"}}],"storage_per_gb_month":"0","egress_per_gb":"0","overhead_pct":"0","reservation_charge":"window","idle_distribution":"central"}}"#,
+            env("book")
+        ),
+        format!(
+            r#"{{"type":"TenantPolicy",{},"pool":"h200","tenant":"team-llm","nominal_ge":"2","burst_ge":"1","enforcement":"alert"}}"#,
+            env("pol-llm")
+        ),
+        format!(
+            r#"{{"type":"TenantPolicy",{},"pool":"h200","tenant":"team-vision","nominal_ge":"1","burst_ge":"1","enforcement":"alert"}}"#,
+            env("pol-vision")
+        ),
+    ];
+    let summary = simulate(
+        &bootstrap,
+        &prefix,
+        &[
+            "--cluster",
+            "sim",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "2",
+            "--ticks",
+            "720",
+            "--start",
+            "2026-11-01T00:00:00Z",
+            "--tenants",
+            "team-llm,team-vision",
+        ],
+    );
+    // The inventories are in: the pool exists; the policies may follow.
+    let (status, answer) = post(&format!("{api}/v1/events"), Some(ADMIN), &setup.join("\n"));
+    assert_eq!(status, 200, "{answer}");
+    let requests = summary["admission_requests"].as_i64().unwrap();
+    let job_events = summary["job_events"].as_i64().unwrap();
+    assert!(requests > 5, "{summary}");
+
+    let decided = eventually(
+        "every admission request decided",
+        Duration::from_secs(90),
+        || {
+            assert!(processor.is_running(), "the processor exited");
+            let rows = sql(
+                &base_url,
+                "SELECT count(*) AS n, count(DISTINCT request_id) AS distinct_n FROM decisions \
+                 WHERE type = 'AdmissionDecision'",
+            )
+            .ok()?;
+            (rows[0]["n"].as_i64()? >= requests).then(|| rows[0].clone())
+        },
+    );
+    assert_eq!(decided["n"], requests);
+    assert_eq!(decided["distinct_n"], requests);
+
+    // Every attempt the simulator started is an allocation, and every job
+    // a held sample names is one of them.
+    let starts = job_events - sql(
+        &base_url,
+        "SELECT count(*) AS n FROM allocations WHERE \"end\" IS NOT NULL AND final_state IS NOT NULL",
+    )
+    .unwrap()[0]["n"]
+        .as_i64()
+        .unwrap();
+    let attempts = sql(
+        &base_url,
+        "SELECT count(DISTINCT job_id || '/' || CAST(attempt AS VARCHAR)) AS n FROM allocations",
+    )
+    .unwrap()[0]["n"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(attempts, starts, "one allocation per started attempt");
+    let stray = sql(
+        &base_url,
+        "SELECT count(*) AS n FROM (SELECT DISTINCT job_id FROM samples WHERE job_id IS NOT NULL) s \
+         WHERE s.job_id NOT IN (SELECT job_id FROM allocations)",
+    )
+    .unwrap();
+    assert_eq!(
+        stray[0]["n"], 0,
+        "a sample names a job the ledger never saw"
+    );
+    let tenants = sql(
+        &base_url,
+        "SELECT DISTINCT tenant FROM allocations ORDER BY tenant",
+    )
+    .unwrap();
+    assert_eq!(
+        tenants,
+        [
+            serde_json::json!({"tenant": "team-llm"}),
+            serde_json::json!({"tenant": "team-vision"})
+        ]
+    );
+    processor.kill();
+    query.kill();
+}
