@@ -63,6 +63,11 @@ pub struct SimulateArgs {
     #[arg(long, value_delimiter = ',')]
     pub tenants: Vec<String>,
 
+    /// With tenants: XID faults per GPU per day (a GPU falls off the bus,
+    /// its jobs fail, and it comes back one to four hours later).
+    #[arg(long, default_value_t = 0.05)]
+    pub xid_per_gpu_day: f64,
+
     /// Seed of the simulation; the same seed gives the same fleet and samples.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -86,6 +91,7 @@ impl SimulateArgs {
             start: self.start.unwrap_or_else(Timestamp::now),
             seed: self.seed,
             tenants: self.tenants.clone(),
+            xid_per_gpu_day: self.xid_per_gpu_day,
         }
     }
 }

@@ -23,7 +23,7 @@ enum Command {
     /// Read this node's GPUs through NVML and deliver what they report.
     Run(Box<gpuledger_collector::agent::RunArgs>),
     /// Emit events for a simulated fleet instead of reading NVML.
-    Simulate(SimulateArgs),
+    Simulate(Box<SimulateArgs>),
     /// Job lifecycle events from scheduler hooks (Slurm prolog/epilog).
     #[command(subcommand)]
     Job(JobCommand),

@@ -14,7 +14,8 @@
 use std::collections::BTreeMap;
 
 use gpuledger_schemas::events::{
-    AdmissionRequest, GpuSample, InventoryDevice, JobEvent, JobState, NodeInventory,
+    AdmissionRequest, DeviceHealth, GpuSample, HealthState, InventoryDevice, JobEvent, JobState,
+    NodeInventory,
 };
 use gpuledger_schemas::{Envelope, Event, Timestamp};
 
@@ -33,6 +34,8 @@ pub struct FleetSpec {
     pub seed: u64,
     /// Tenants whose jobs run on the fleet; none: nobody holds a device.
     pub tenants: Vec<String>,
+    /// With tenants: XID faults per GPU per day.
+    pub xid_per_gpu_day: f64,
 }
 
 /// A job holding one device.
@@ -70,6 +73,8 @@ struct SimNode {
     name: String,
     devices: Vec<SimDevice>,
     energy_mj: Vec<i64>,
+    /// Per GPU: the tick it recovers at, while it is failed.
+    failed_until: Vec<Option<i64>>,
     seq: i64,
 }
 
@@ -146,6 +151,7 @@ impl SimulatedFleet {
                     name,
                     devices,
                     energy_mj,
+                    failed_until: vec![None; spec.gpus_per_node as usize],
                     seq: 0,
                 }
             })
@@ -216,7 +222,14 @@ impl SimulatedFleet {
                 *energy += watts * i64::from(interval_ms);
                 power_by_gpu.insert(g, watts * 1000);
             }
+            if !self.spec.tenants.is_empty() {
+                self.faults(node, at, &mut out);
+            }
             for device in &mut node.devices {
+                if node.failed_until[device.gpu].is_some() {
+                    // A GPU off the bus reports nothing.
+                    continue;
+                }
                 node.seq += 1;
                 if self.spec.tenants.is_empty() {
                     if let Some(util) = device.util.as_mut() {
@@ -282,6 +295,78 @@ impl SimulatedFleet {
         }
         self.nodes = nodes;
         out
+    }
+}
+
+impl SimulatedFleet {
+    /// XID faults and recoveries of `node`'s GPUs at this tick: a GPU that
+    /// falls off the bus fails the jobs on it (not retried there) and is
+    /// reported `failed`, then `healthy` one to four hours later.
+    fn faults(&mut self, node: &mut SimNode, at: Timestamp, out: &mut Vec<Event>) {
+        let ticks_per_hour = 3_600_000 / i64::from(self.spec.interval_ms).max(1);
+        let chance = self.spec.xid_per_gpu_day * f64::from(self.spec.interval_ms) / 86_400_000.0;
+        for g in 0..node.failed_until.len() {
+            let Some(gpu_uuid) = node.devices.iter().find(|d| d.gpu == g).map(|d| {
+                d.inventory
+                    .parent_gpu_uuid
+                    .clone()
+                    .unwrap_or_else(|| d.inventory.device_uuid.clone())
+            }) else {
+                continue;
+            };
+            let health = |state: HealthState, xid: Option<i32>, reason: &str| {
+                Event::new(
+                    Envelope {
+                        event_id: format!("{}:health:{gpu_uuid}:{}", node.name, at.as_micros()),
+                        event_time: at,
+                        source: node.name.clone(),
+                        cluster: self.spec.cluster.clone(),
+                    },
+                    DeviceHealth {
+                        pool: self.spec.pool.clone(),
+                        node: node.name.clone(),
+                        device_uuid: gpu_uuid.clone(),
+                        state,
+                        xid,
+                        reason: reason.to_owned(),
+                    },
+                )
+            };
+            match node.failed_until[g] {
+                Some(until) if self.tick >= until => {
+                    node.failed_until[g] = None;
+                    out.push(health(HealthState::Healthy, None, "recovered"));
+                }
+                Some(_) => {}
+                None => {
+                    let roll = self.rng.next() as f64 / u64::MAX as f64;
+                    if roll >= chance {
+                        continue;
+                    }
+                    let hours = 1 + (self.rng.next() % 4) as i64;
+                    node.failed_until[g] = Some(self.tick + hours * ticks_per_hour);
+                    out.push(health(
+                        HealthState::Failed,
+                        Some(79),
+                        "XID 79: GPU has fallen off the bus",
+                    ));
+                    for device in node.devices.iter_mut().filter(|d| d.gpu == g) {
+                        if let Some(job) = device.job.take() {
+                            let mut jobs = Jobs {
+                                spec: &self.spec,
+                                rng: &mut self.rng,
+                                count: &mut self.jobs,
+                                node: &node.name,
+                                at,
+                                out,
+                            };
+                            jobs.job_event(device, &job, JobState::Failed);
+                        }
+                        device.free_for = 0;
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -489,6 +574,7 @@ mod tests {
             start: "2026-11-01T00:00:00Z".parse().unwrap(),
             seed: 7,
             tenants: Vec::new(),
+            xid_per_gpu_day: 0.0,
         }
     }
 
@@ -515,6 +601,8 @@ mod tests {
     fn tenants_jobs_hold_devices_and_tell_the_ledger() {
         let spec = FleetSpec {
             tenants: vec!["team-llm".into(), "team-vision".into()],
+            // Often enough that 5.5 hours of 4 GPUs see some.
+            xid_per_gpu_day: 2.0,
             ..spec()
         };
         let run = |spec: &FleetSpec| {
@@ -530,6 +618,9 @@ mod tests {
         let mut ended: BTreeMap<(String, i32), JobState> = BTreeMap::new();
         let mut admitted = 0;
         let mut held_samples = 0;
+        // Per GPU: failed since (its samples stop until it recovers).
+        let mut down: BTreeMap<String, Timestamp> = BTreeMap::new();
+        let mut faults = 0;
         for event in &events {
             event.validate().unwrap();
             match &event.body {
@@ -547,7 +638,20 @@ mod tests {
                     assert!(started.contains_key(&key), "{key:?} ended unstarted");
                     assert!(ended.insert(key, j.state).is_none());
                 }
+                EventBody::DeviceHealth(h) => {
+                    if h.state == HealthState::Failed {
+                        faults += 1;
+                        assert!(
+                            down.insert(h.device_uuid.clone(), event.envelope.event_time)
+                                .is_none()
+                        );
+                    } else {
+                        assert!(down.remove(&h.device_uuid).is_some(), "recovered unfailed");
+                    }
+                }
                 EventBody::GpuSample(s) => {
+                    let gpu = s.parent_gpu_uuid.as_ref().unwrap_or(&s.device_uuid);
+                    assert!(!down.contains_key(gpu), "a failed GPU reported a sample");
                     // A held device names its job and a process; a free one neither.
                     assert_eq!(s.job_id.is_some(), !s.pids.is_empty());
                     assert_eq!(s.job_id.is_some(), s.tenant.is_some());
@@ -569,6 +673,7 @@ mod tests {
             }
         }
         assert_eq!(admitted, started.len(), "one admission request per attempt");
+        assert!(faults > 0, "no XID fault in 5.5 hours at 2 a day per GPU");
         assert!(held_samples > 0);
         // Over 2,000 ticks (5.5 hours) jobs end every way, and failures are
         // retried as later attempts of the same job.
