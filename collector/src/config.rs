@@ -63,6 +63,17 @@ pub struct SimulateArgs {
     #[arg(long, value_delimiter = ',')]
     pub tenants: Vec<String>,
 
+    /// With tenants and `--realtime`: ask the processor's control API
+    /// (`POST /v1/admission`) whether each job may start, as a scheduler
+    /// would; a denied job does not start. While the API cannot be reached,
+    /// requests go to the ledger directly and jobs start.
+    #[arg(long, requires = "realtime")]
+    pub api: Option<String>,
+
+    /// The bearer token for `--api` (a scheduler's or admin's).
+    #[arg(long, env = "GPULEDGER_API_TOKEN")]
+    pub api_token: Option<String>,
+
     /// With tenants: XID faults per GPU per day (a GPU falls off the bus,
     /// its jobs fail, and it comes back one to four hours later).
     #[arg(long, default_value_t = 0.05)]

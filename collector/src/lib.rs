@@ -90,6 +90,11 @@ pub async fn run_simulation(args: &SimulateArgs, mut shutdown: Shutdown) -> Resu
     let mut producer = EventProducer::new(&args.kafka, "gpuledger-collector-sim")?;
     let mut fleet = SimulatedFleet::new(args.fleet_spec());
     let mut summary = Summary::default();
+    let mut api = args.api.as_ref().map(|url| ApiAdmit {
+        url: format!("{}/v1/admission", url.trim_end_matches('/')),
+        token: args.api_token.clone(),
+        unreachable: false,
+    });
     tracing::info!(
         nodes = args.nodes,
         gpus_per_node = args.gpus_per_node,
@@ -105,7 +110,12 @@ pub async fn run_simulation(args: &SimulateArgs, mut shutdown: Shutdown) -> Resu
         if shutdown.is_requested() {
             break;
         }
-        for event in fleet.tick() {
+        let events = match api.as_mut() {
+            // The API is asked with a blocking call, off the async workers.
+            Some(api) => tokio::task::block_in_place(|| fleet.tick_with(api)),
+            None => fleet.tick(),
+        };
+        for event in events {
             send(&mut producer, &mut summary, &event).await?;
         }
         tick += 1;
@@ -123,6 +133,57 @@ pub async fn run_simulation(args: &SimulateArgs, mut shutdown: Shutdown) -> Resu
         "simulated fleet done"
     );
     Ok(summary)
+}
+
+/// Asks the processor's control API whether a simulated job may start.
+struct ApiAdmit {
+    url: String,
+    token: Option<String>,
+    /// Said once: the API could not be reached.
+    unreachable: bool,
+}
+
+impl sim::Admit for ApiAdmit {
+    fn admit(&mut self, request: &gpuledger_schemas::events::AdmissionRequest) -> sim::Admission {
+        let mut call = ureq::post(&self.url).timeout(Duration::from_secs(30));
+        if let Some(token) = &self.token {
+            call = call.set("Authorization", &format!("Bearer {token}"));
+        }
+        let body = serde_json::json!({
+            "pool": request.pool,
+            "request_id": request.request_id,
+            "job_id": request.job_id,
+            "attempt": request.attempt,
+            "tenant": request.tenant,
+            "slices": request.slices,
+            "max_slices": request.max_slices,
+        });
+        match call.send_json(body) {
+            Ok(answer) => {
+                self.unreachable = false;
+                let decision: serde_json::Value = answer.into_json().unwrap_or_default();
+                if decision["decision"] == "admit" {
+                    sim::Admission::Admitted
+                } else {
+                    sim::Admission::Denied
+                }
+            }
+            Err(ureq::Error::Status(code, answer)) => {
+                // Refused or not decided in time: a scheduler would not
+                // start the job (a late admission's hold expires).
+                let text = answer.into_string().unwrap_or_default();
+                tracing::warn!(code, request_id = %request.request_id, answer = %text, "admission not granted");
+                sim::Admission::Denied
+            }
+            Err(e) => {
+                if !self.unreachable {
+                    tracing::warn!(url = %self.url, error = %e, "control API unreachable; admission requests go to the ledger directly");
+                    self.unreachable = true;
+                }
+                sim::Admission::Send
+            }
+        }
+    }
 }
 
 async fn send(producer: &mut EventProducer, summary: &mut Summary, event: &Event) -> Result<()> {

@@ -38,6 +38,33 @@ pub struct FleetSpec {
     pub xid_per_gpu_day: f64,
 }
 
+/// What became of a job's admission request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Not asked anywhere: the request goes to the ledger with the job's
+    /// events, and the job starts.
+    Send,
+    /// Asked and admitted (the one asked put the request in the ledger).
+    Admitted,
+    /// Asked and denied: the job does not start.
+    Denied,
+}
+
+/// Who decides whether a simulated job may start, as a scheduler would ask.
+pub trait Admit {
+    fn admit(&mut self, request: &AdmissionRequest) -> Admission;
+}
+
+/// Nobody is asked: every request goes to the ledger and every job starts.
+#[derive(Debug, Default)]
+pub struct Unasked;
+
+impl Admit for Unasked {
+    fn admit(&mut self, _: &AdmissionRequest) -> Admission {
+        Admission::Send
+    }
+}
+
 /// A job holding one device.
 #[derive(Debug, Clone)]
 struct SimJob {
@@ -207,8 +234,14 @@ impl SimulatedFleet {
             .plus_micros((self.tick + 1) * i64::from(self.spec.interval_ms) * 1000)
     }
 
-    /// Advances one interval and returns one `GpuSample` per device.
+    /// Advances one interval and returns one `GpuSample` per device (and
+    /// the jobs' ledger events, every request sent to the ledger).
     pub fn tick(&mut self) -> Vec<Event> {
+        self.tick_with(&mut Unasked)
+    }
+
+    /// [`SimulatedFleet::tick`], asking `admit` whether each job may start.
+    pub fn tick_with(&mut self, admit: &mut dyn Admit) -> Vec<Event> {
         let at = self.next_time();
         self.tick += 1;
         let interval_ms = self.spec.interval_ms;
@@ -244,6 +277,7 @@ impl SimulatedFleet {
                         node: &node.name,
                         at,
                         out: &mut out,
+                        admit: &mut *admit,
                     };
                     jobs.advance(device);
                 }
@@ -359,6 +393,7 @@ impl SimulatedFleet {
                                 node: &node.name,
                                 at,
                                 out,
+                                admit: &mut Unasked,
                             };
                             jobs.job_event(device, &job, JobState::Failed);
                         }
@@ -378,6 +413,7 @@ struct Jobs<'a> {
     node: &'a str,
     at: Timestamp,
     out: &'a mut Vec<Event>,
+    admit: &'a mut dyn Admit,
 }
 
 impl Jobs<'_> {
@@ -471,22 +507,32 @@ impl Jobs<'_> {
         }
     }
 
-    /// The job's admission request and start, and the device is its.
+    /// The job's admission request, and, unless it is denied, its start:
+    /// the device is its. A denied job leaves the device free for a while.
     fn begin(&mut self, device: &mut SimDevice, job: SimJob) {
         let inv = &device.inventory;
         let request_id = format!("{}-{}", job.job_id, job.attempt);
-        self.out.push(Event::new(
-            self.envelope(format!("admission-{request_id}")),
-            AdmissionRequest {
-                pool: self.spec.pool.clone(),
-                request_id,
-                job_id: job.job_id.clone(),
-                attempt: job.attempt,
-                tenant: job.tenant.clone(),
-                slices: inv.slices,
-                max_slices: inv.max_slices,
-            },
-        ));
+        let request = AdmissionRequest {
+            pool: self.spec.pool.clone(),
+            request_id,
+            job_id: job.job_id.clone(),
+            attempt: job.attempt,
+            tenant: job.tenant.clone(),
+            slices: inv.slices,
+            max_slices: inv.max_slices,
+        };
+        match self.admit.admit(&request) {
+            Admission::Send => {
+                let id = format!("admission-{}", request.request_id);
+                self.out.push(Event::new(self.envelope(id), request));
+            }
+            Admission::Admitted => {}
+            Admission::Denied => {
+                let ticks_per_minute = (60_000 / i64::from(self.spec.interval_ms).max(1)).max(1);
+                device.free_for = (5 + self.below(25) as i64) * ticks_per_minute;
+                return;
+            }
+        }
         self.job_event(device, &job, JobState::Started);
         device.job = Some(job);
     }
@@ -686,6 +732,47 @@ mod tests {
                 Some(&JobState::Failed)
             );
         }
+    }
+
+    /// Admits team-llm only.
+    struct LlmOnly(Vec<String>);
+
+    impl Admit for LlmOnly {
+        fn admit(&mut self, request: &AdmissionRequest) -> Admission {
+            self.0.push(request.request_id.clone());
+            if request.tenant == "team-llm" {
+                Admission::Admitted
+            } else {
+                Admission::Denied
+            }
+        }
+    }
+
+    #[test]
+    fn a_denied_job_never_starts_and_an_admitted_one_sends_no_request() {
+        let mut fleet = SimulatedFleet::new(FleetSpec {
+            tenants: vec!["team-llm".into(), "team-vision".into()],
+            ..spec()
+        });
+        let mut admit = LlmOnly(Vec::new());
+        let events: Vec<Event> = (0..1_000)
+            .flat_map(|_| fleet.tick_with(&mut admit))
+            .collect();
+        let starts: Vec<&JobEvent> = events
+            .iter()
+            .filter_map(|e| match &e.body {
+                EventBody::JobEvent(j) if j.state == JobState::Started => Some(j),
+                _ => None,
+            })
+            .collect();
+        assert!(!starts.is_empty());
+        assert!(starts.iter().all(|j| j.tenant == "team-llm"));
+        assert!(admit.0.iter().any(|r| r.starts_with("team-vision")));
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e.body, EventBody::AdmissionRequest(_)))
+        );
     }
 
     #[test]

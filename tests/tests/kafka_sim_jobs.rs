@@ -130,3 +130,107 @@ async fn kafka_simulated_jobs_are_admitted_and_allocated() {
     processor.kill();
     query.kill();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_a_simulated_scheduler_asks_the_control_api() {
+    let bootstrap = require_broker();
+    let prefix = unique_prefix("simapi");
+    create_topics(&bootstrap, &prefix, 1).await;
+    let work = WorkDir::new("sim-api");
+    let (mut processor, api) =
+        start_ledger_processor(&bootstrap, &prefix, work.path(), ADMIN, "processor.log");
+    let (mut query, base_url, _postgres) = start_query(
+        work.path().join("history"),
+        &[],
+        &work.path().join("query.log"),
+    );
+    // The pool (one node of its own), team-llm with 2 GE of quota and
+    // team-vision with none: its jobs are all denied.
+    let now = gpuledger_schemas::Timestamp::now();
+    let env = |id: &str| {
+        format!(r#""event_id":"{id}","event_time":"{now}","source":"test","cluster":"sim""#)
+    };
+    let setup = [
+        format!(
+            r#"{{"type":"NodeInventory",{},"pool":"h200","node":"h200-seed","devices":[{{"device_uuid":"GPU-seed-0","model":"NVIDIA H200","slices":7,"max_slices":7,"memory_bytes":1}}]}}"#,
+            env("inv-seed")
+        ),
+        format!(
+            r#"{{"type":"TenantPolicy",{},"pool":"h200","tenant":"team-llm","nominal_ge":"2","burst_ge":"0","enforcement":"alert"}}"#,
+            env("pol-llm")
+        ),
+        format!(
+            r#"{{"type":"TenantPolicy",{},"pool":"h200","tenant":"team-vision","nominal_ge":"0","burst_ge":"0","enforcement":"alert"}}"#,
+            env("pol-vision")
+        ),
+    ];
+    let (status, answer) = post(&format!("{api}/v1/events"), Some(ADMIN), &setup.join("\n"));
+    assert_eq!(status, 200, "{answer}");
+
+    let summary = simulate(
+        &bootstrap,
+        &prefix,
+        &[
+            "--cluster",
+            "sim",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "2",
+            "--ticks",
+            "8",
+            "--interval-ms",
+            "1000",
+            "--realtime",
+            "--api",
+            &api,
+            "--api-token",
+            ADMIN,
+            "--tenants",
+            "team-llm,team-vision",
+        ],
+    );
+    assert_eq!(
+        summary["admission_requests"], 0,
+        "every request went through the API: {summary}"
+    );
+    let count =
+        |sql_text: &str| -> i64 { sql(&base_url, sql_text).unwrap()[0]["n"].as_i64().unwrap() };
+    let decided = eventually("the decisions in history", Duration::from_secs(60), || {
+        assert!(processor.is_running(), "the processor exited");
+        let allocated = count("SELECT count(*) AS n FROM allocations");
+        let decided = count("SELECT count(*) AS n FROM decisions WHERE type = 'AdmissionDecision'");
+        (allocated > 0 && decided > 0).then_some(decided)
+    });
+    // Both answers were given; a denied job never started, an admitted one
+    // did; and the only requests in the ledger are the API's.
+    let denied = count(
+        "SELECT count(*) AS n FROM decisions WHERE type = 'AdmissionDecision' AND decision = 'deny'",
+    );
+    assert!(
+        denied > 0 && denied < decided,
+        "{denied} of {decided} denied"
+    );
+    assert_eq!(
+        count(
+            "SELECT count(*) AS n FROM decisions d WHERE d.type = 'AdmissionDecision' \
+             AND d.decision = 'deny' AND d.job_id IN (SELECT job_id FROM allocations)"
+        ),
+        0
+    );
+    assert_eq!(
+        count(
+            "SELECT count(*) AS n FROM allocations a WHERE a.kind = 'unadmitted' OR a.tenant <> 'team-llm'"
+        ),
+        0
+    );
+    assert_eq!(
+        count(
+            "SELECT count(*) AS n FROM ledger_events WHERE type = 'AdmissionRequest' \
+             AND source <> 'control-api'"
+        ),
+        0
+    );
+    processor.kill();
+    query.kill();
+}
