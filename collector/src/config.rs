@@ -5,7 +5,7 @@ use clap::Args;
 use gpuledger_common::kafka::KafkaArgs;
 use gpuledger_schemas::Timestamp;
 
-use crate::sim::FleetSpec;
+use crate::sim::{FleetLayout, FleetSpec};
 
 /// Settings of the simulated fleet source.
 #[derive(Debug, Clone, Args)]
@@ -37,6 +37,13 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub mig: bool,
 
+    /// A JSON file of the fleet's nodes, instead of `--nodes`,
+    /// `--gpus-per-node`, `--model` and `--mig`:
+    /// `{"nodes":[{"name":"h100-n01","model":"NVIDIA H100 80GB HBM3","gpus":[["3g.40gb","2g.20gb"],[]]}]}`
+    /// (each GPU a list of MIG profiles; empty: a whole GPU).
+    #[arg(long, conflicts_with_all = ["nodes", "gpus_per_node", "model", "mig"])]
+    pub fleet: Option<std::path::PathBuf>,
+
     /// Sample interval in simulated milliseconds.
     #[arg(long, default_value_t = 10_000)]
     pub interval_ms: i32,
@@ -53,6 +60,15 @@ pub struct SimulateArgs {
     /// fast as Kafka takes it).
     #[arg(long)]
     pub realtime: bool,
+
+    /// Pace simulated time at this many times the wall clock (a round every
+    /// interval ÷ speed); `--realtime` is `--speed 1`.
+    #[arg(long, conflicts_with = "realtime")]
+    pub speed: Option<f64>,
+
+    /// Stop once simulated time passes this instant (RFC 3339).
+    #[arg(long)]
+    pub until: Option<Timestamp>,
 
     /// Tenants whose jobs run on the fleet (comma-separated); none: the
     /// devices only report, nobody holds them. With tenants, jobs arrive on
@@ -89,20 +105,39 @@ pub struct SimulateArgs {
 }
 
 impl SimulateArgs {
-    /// The fleet these settings describe.
-    pub fn fleet_spec(&self) -> FleetSpec {
-        FleetSpec {
+    /// The fleet these settings describe; a fleet file that cannot be
+    /// read or is wrong is an error naming it.
+    pub fn fleet_spec(&self) -> Result<FleetSpec, String> {
+        let layout = match &self.fleet {
+            Some(path) => std::fs::read_to_string(path)
+                .map_err(|e| e.to_string())
+                .and_then(|text| FleetLayout::from_json(&text))
+                .map_err(|e| format!("fleet file {}: {e}", path.display()))?,
+            None => FleetLayout::uniform(
+                &self.pool,
+                &self.model,
+                self.nodes,
+                self.gpus_per_node,
+                self.mig,
+            ),
+        };
+        Ok(FleetSpec {
             cluster: self.cluster.clone(),
             pool: self.pool.clone(),
-            model: self.model.clone(),
-            nodes: self.nodes,
-            gpus_per_node: self.gpus_per_node,
-            mig: self.mig,
+            layout,
             interval_ms: self.interval_ms,
             start: self.start.unwrap_or_else(Timestamp::now),
             seed: self.seed,
             tenants: self.tenants.clone(),
             xid_per_gpu_day: self.xid_per_gpu_day,
-        }
+        })
+    }
+
+    /// Wall-clock pause between rounds, if paced.
+    pub fn pause(&self) -> Option<std::time::Duration> {
+        let speed = if self.realtime { Some(1.0) } else { self.speed }?;
+        (speed > 0.0).then(|| {
+            std::time::Duration::from_secs_f64(f64::from(self.interval_ms) / 1000.0 / speed)
+        })
     }
 }

@@ -34,6 +34,9 @@ pub enum Error {
     /// A produced event broke the contract (a bug in a source).
     #[error("source produced an invalid event: {0}")]
     Invalid(#[from] gpuledger_schemas::Error),
+    /// Settings that do not work.
+    #[error("{0}")]
+    Config(String),
 }
 
 /// Result with the collector's [`Error`].
@@ -88,7 +91,10 @@ pub async fn send_one(kafka: &gpuledger_common::kafka::KafkaArgs, event: &Event)
 /// tick, until `ticks` rounds were sent or shutdown is requested.
 pub async fn run_simulation(args: &SimulateArgs, mut shutdown: Shutdown) -> Result<Summary> {
     let mut producer = EventProducer::new(&args.kafka, "gpuledger-collector-sim")?;
-    let mut fleet = SimulatedFleet::new(args.fleet_spec());
+    let spec = args.fleet_spec().map_err(Error::Config)?;
+    let nodes = spec.layout.nodes.len();
+    let gpus: usize = spec.layout.nodes.iter().map(|n| n.gpus.len()).sum();
+    let mut fleet = SimulatedFleet::new(spec);
     let mut summary = Summary::default();
     let mut api = args.api.as_ref().map(|url| ApiAdmit {
         url: format!("{}/v1/admission", url.trim_end_matches('/')),
@@ -96,8 +102,8 @@ pub async fn run_simulation(args: &SimulateArgs, mut shutdown: Shutdown) -> Resu
         unreachable: false,
     });
     tracing::info!(
-        nodes = args.nodes,
-        gpus_per_node = args.gpus_per_node,
+        nodes,
+        gpus,
         pool = %args.pool,
         ticks = args.ticks,
         "simulated fleet starting"
@@ -107,7 +113,7 @@ pub async fn run_simulation(args: &SimulateArgs, mut shutdown: Shutdown) -> Resu
     }
     let mut tick = 0u64;
     while args.ticks == 0 || tick < args.ticks {
-        if shutdown.is_requested() {
+        if shutdown.is_requested() || args.until.is_some_and(|until| fleet.next_time() > until) {
             break;
         }
         let events = match api.as_mut() {
@@ -119,9 +125,9 @@ pub async fn run_simulation(args: &SimulateArgs, mut shutdown: Shutdown) -> Resu
             send(&mut producer, &mut summary, &event).await?;
         }
         tick += 1;
-        if args.realtime {
+        if let Some(pause) = args.pause() {
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(args.interval_ms as u64)) => {}
+                _ = tokio::time::sleep(pause) => {}
                 _ = shutdown.wait() => break,
             }
         }

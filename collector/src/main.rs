@@ -51,7 +51,15 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Command::Simulate(args) => {
-            let summary = gpuledger_collector::run_simulation(&args, shutdown).await?;
+            let summary = match gpuledger_collector::run_simulation(&args, shutdown).await {
+                Ok(summary) => summary,
+                Err(e @ gpuledger_collector::Error::Config(_)) => {
+                    // Settings that do not work: one line, exit code 2.
+                    let _ = writeln!(std::io::stderr().lock(), "gpuledger-collector: {e}");
+                    std::process::exit(2);
+                }
+                Err(e) => return Err(e.into()),
+            };
             if args.summary {
                 let mut out = std::io::stdout().lock();
                 serde_json::to_writer(&mut out, &summary)?;

@@ -24,11 +24,8 @@ use gpuledger_schemas::{Envelope, Event, Timestamp};
 pub struct FleetSpec {
     pub cluster: String,
     pub pool: String,
-    pub model: String,
-    pub nodes: u32,
-    pub gpus_per_node: u32,
-    /// Split the first GPU of each node into MIG instances 3g+2g+1g+1g.
-    pub mig: bool,
+    /// The nodes and their GPUs.
+    pub layout: FleetLayout,
     pub interval_ms: i32,
     pub start: Timestamp,
     pub seed: u64,
@@ -116,36 +113,144 @@ pub struct SimulatedFleet {
     jobs: u64,
 }
 
-const H200_MEMORY: i64 = 141_000_000_000;
-const MIG_LAYOUT: &[(&str, i32, i64)] = &[
-    ("3g.71gb", 3, 71_000_000_000),
-    ("2g.35gb", 2, 35_000_000_000),
-    ("1g.18gb", 1, 18_000_000_000),
-    ("1g.18gb", 1, 18_000_000_000),
-];
+/// The fleet's hardware, node by node: what `--fleet FILE` holds, or what
+/// `--nodes`, `--gpus-per-node`, `--model` and `--mig` describe.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetLayout {
+    pub nodes: Vec<NodeLayout>,
+}
+
+/// One node: its name, GPU model and GPUs, each a list of MIG profiles
+/// (`"3g.40gb"`; empty: a whole GPU).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeLayout {
+    pub name: String,
+    pub model: String,
+    pub gpus: Vec<Vec<String>>,
+}
+
+/// The compute slices of a Hopper GPU.
+const MAX_SLICES: i32 = 7;
+
+impl FleetLayout {
+    /// `nodes` nodes of `gpus` GPUs of `model`, named `<pool>-nNN`; with
+    /// `mig`, each node's first GPU split 3g+2g+1g+1g.
+    pub fn uniform(pool: &str, model: &str, nodes: u32, gpus: u32, mig: bool) -> Self {
+        let split = ["3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb"]
+            .map(str::to_owned)
+            .to_vec();
+        FleetLayout {
+            nodes: (0..nodes)
+                .map(|n| NodeLayout {
+                    name: format!("{pool}-n{:02}", n + 1),
+                    model: model.to_owned(),
+                    gpus: (0..gpus)
+                        .map(|g| {
+                            if mig && g == 0 {
+                                split.clone()
+                            } else {
+                                Vec::new()
+                            }
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Reads and checks a fleet file.
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let layout: FleetLayout = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        layout.check()?;
+        Ok(layout)
+    }
+
+    /// Every name once, every GPU a model NVML names, every split one the
+    /// GPU can hold: profiles of 1, 2, 3, 4 or 7 slices adding up to at
+    /// most 7.
+    pub fn check(&self) -> Result<(), String> {
+        let mut names = std::collections::BTreeSet::new();
+        if self.nodes.is_empty() {
+            return Err("the fleet has no nodes".to_owned());
+        }
+        for node in &self.nodes {
+            if node.name.is_empty() || !names.insert(node.name.as_str()) {
+                return Err(format!("node name {:?} is empty or repeated", node.name));
+            }
+            if node.model.is_empty() {
+                return Err(format!("node {}: model is empty", node.name));
+            }
+            for (g, split) in node.gpus.iter().enumerate() {
+                let mut slices = 0;
+                for profile in split {
+                    slices += mig_profile(profile)
+                        .map_err(|e| format!("node {} GPU {g}: {e}", node.name))?
+                        .0;
+                }
+                if slices > MAX_SLICES {
+                    return Err(format!(
+                        "node {} GPU {g}: {split:?} takes {slices} slices of {MAX_SLICES}",
+                        node.name
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Slices and memory of a MIG profile name such as `3g.40gb`.
+fn mig_profile(name: &str) -> Result<(i32, i64), String> {
+    let bad = || format!("MIG profile {name:?} is not like 3g.40gb with 1, 2, 3, 4 or 7 slices");
+    let (slices, memory) = name.split_once("g.").ok_or_else(bad)?;
+    let slices: i32 = slices.parse().map_err(|_| bad())?;
+    let gb: i64 = memory
+        .strip_suffix("gb")
+        .and_then(|m| m.parse().ok())
+        .filter(|m| *m > 0)
+        .ok_or_else(bad)?;
+    if ![1, 2, 3, 4, 7].contains(&slices) {
+        return Err(bad());
+    }
+    Ok((slices, gb * 1_000_000_000))
+}
+
+/// A whole GPU's memory by model: an H100 has 80 GB, others (H200) 141 GB.
+fn gpu_memory(model: &str) -> i64 {
+    if model.contains("H100") {
+        80_000_000_000
+    } else {
+        141_000_000_000
+    }
+}
 
 impl SimulatedFleet {
     /// Builds the fleet. UUIDs are derived from the seed, so the same spec
     /// always gives the same devices.
     pub fn new(spec: FleetSpec) -> Self {
         let mut rng = SplitMix64(spec.seed);
-        let nodes = (0..spec.nodes)
-            .map(|n| {
-                let name = format!("{}-n{:02}", spec.pool, n + 1);
+        let nodes = spec
+            .layout
+            .nodes
+            .iter()
+            .map(|node| {
                 let mut devices = Vec::new();
-                for g in 0..spec.gpus_per_node as usize {
+                for (g, split) in node.gpus.iter().enumerate() {
                     let gpu_uuid = uuid_like("GPU", &mut rng);
-                    if spec.mig && g == 0 {
-                        for (profile, slices, memory) in MIG_LAYOUT {
+                    if !split.is_empty() {
+                        for profile in split {
+                            let (slices, memory) = mig_profile(profile).unwrap_or((1, 1));
                             devices.push(SimDevice {
                                 inventory: InventoryDevice {
                                     device_uuid: uuid_like("MIG", &mut rng),
                                     parent_gpu_uuid: Some(gpu_uuid.clone()),
-                                    model: spec.model.clone(),
-                                    slices: *slices,
-                                    max_slices: 7,
-                                    memory_bytes: *memory,
-                                    mig_profile: Some((*profile).to_owned()),
+                                    model: node.model.clone(),
+                                    slices,
+                                    max_slices: MAX_SLICES,
+                                    memory_bytes: memory,
+                                    mig_profile: Some(profile.clone()),
                                 },
                                 gpu: g,
                                 util: None,
@@ -158,10 +263,10 @@ impl SimulatedFleet {
                             inventory: InventoryDevice {
                                 device_uuid: gpu_uuid,
                                 parent_gpu_uuid: None,
-                                model: spec.model.clone(),
-                                slices: 7,
-                                max_slices: 7,
-                                memory_bytes: H200_MEMORY,
+                                model: node.model.clone(),
+                                slices: MAX_SLICES,
+                                max_slices: MAX_SLICES,
+                                memory_bytes: gpu_memory(&node.model),
                                 mig_profile: None,
                             },
                             gpu: g,
@@ -171,14 +276,14 @@ impl SimulatedFleet {
                         });
                     }
                 }
-                let energy_mj = (0..spec.gpus_per_node)
+                let energy_mj = (0..node.gpus.len())
                     .map(|_| (rng.next() % 1_000_000_000) as i64)
                     .collect();
                 SimNode {
-                    name,
+                    name: node.name.clone(),
                     devices,
                     energy_mj,
-                    failed_until: vec![None; spec.gpus_per_node as usize],
+                    failed_until: vec![None; node.gpus.len()],
                     seq: 0,
                 }
             })
@@ -612,10 +717,7 @@ mod tests {
         FleetSpec {
             cluster: "c1".into(),
             pool: "h200".into(),
-            model: "NVIDIA H200".into(),
-            nodes: 2,
-            gpus_per_node: 2,
-            mig: true,
+            layout: FleetLayout::uniform("h200", "NVIDIA H200", 2, 2, true),
             interval_ms: 10_000,
             start: "2026-11-01T00:00:00Z".parse().unwrap(),
             seed: 7,
@@ -773,6 +875,70 @@ mod tests {
                 .iter()
                 .any(|e| matches!(e.body, EventBody::AdmissionRequest(_)))
         );
+    }
+
+    #[test]
+    fn a_fleet_file_mixes_models_and_mig_layouts() {
+        let layout = FleetLayout::from_json(
+            r#"{"nodes":[
+                {"name":"h100-n01","model":"NVIDIA H100 80GB HBM3","gpus":[["4g.40gb","3g.40gb"],[]]},
+                {"name":"h200-n01","model":"NVIDIA H200","gpus":[["1g.18gb","1g.18gb","1g.18gb","1g.18gb","1g.18gb","1g.18gb","1g.18gb"],["7g.141gb"]]}
+            ]}"#,
+        )
+        .unwrap();
+        let fleet = SimulatedFleet::new(FleetSpec { layout, ..spec() });
+        let devices: Vec<(String, Option<String>, i32, i64)> = fleet
+            .inventory()
+            .into_iter()
+            .flat_map(|e| match e.body {
+                EventBody::NodeInventory(n) => n.devices,
+                _ => Vec::new(),
+            })
+            .map(|d| (d.model, d.mig_profile, d.slices, d.memory_bytes))
+            .collect();
+        assert_eq!(devices.len(), 2 + 1 + 7 + 1);
+        assert_eq!(
+            devices[..3],
+            [
+                (
+                    "NVIDIA H100 80GB HBM3".into(),
+                    Some("4g.40gb".into()),
+                    4,
+                    40_000_000_000
+                ),
+                (
+                    "NVIDIA H100 80GB HBM3".into(),
+                    Some("3g.40gb".into()),
+                    3,
+                    40_000_000_000
+                ),
+                ("NVIDIA H100 80GB HBM3".into(), None, 7, 80_000_000_000),
+            ]
+        );
+        // Splits a Hopper GPU cannot hold, and malformed files, are refused
+        // with what is wrong.
+        for (file, wrong) in [
+            (
+                r#"{"nodes":[{"name":"a","model":"NVIDIA H200","gpus":[["4g.71gb","4g.71gb"]]}]}"#,
+                "8 slices",
+            ),
+            (
+                r#"{"nodes":[{"name":"a","model":"NVIDIA H200","gpus":[["5g.90gb"]]}]}"#,
+                "5g.90gb",
+            ),
+            (
+                r#"{"nodes":[{"name":"a","model":"NVIDIA H200","gpus":[]},{"name":"a","model":"NVIDIA H200","gpus":[]}]}"#,
+                "repeated",
+            ),
+            (
+                r#"{"nodes":[{"name":"a","model":"NVIDIA H200","gpu":[]}]}"#,
+                "unknown field",
+            ),
+            (r#"{"nodes":[]}"#, "no nodes"),
+        ] {
+            let e = FleetLayout::from_json(file).unwrap_err();
+            assert!(e.contains(wrong), "{file}: {e}");
+        }
     }
 
     #[test]
