@@ -129,13 +129,7 @@ mod tests {
     use crate::attribution::Attribution;
 
     fn ctx() -> NodeContext {
-        NodeContext {
-            node: "n1".into(),
-            pool: "h200".into(),
-            cluster: "c".into(),
-            source: "collector-n1".into(),
-            interval_ms: 10_000,
-        }
+        NodeContext::for_tests()
     }
 
     fn held(pairs: &[(&str, &str, Option<&str>)]) -> Holders {

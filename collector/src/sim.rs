@@ -302,25 +302,17 @@ impl SimulatedFleet {
         &self.spec
     }
 
-    fn envelope(&self, event_id: String, at: Timestamp, node: &str) -> Envelope {
-        Envelope {
-            event_id,
-            event_time: at,
-            source: node.to_owned(),
-            cluster: self.spec.cluster.clone(),
-        }
-    }
-
     /// Every node's `NodeInventory` at the start time.
     pub fn inventory(&self) -> Vec<Event> {
         self.nodes
             .iter()
             .map(|node| {
                 Event::new(
-                    self.envelope(
+                    envelope(
+                        &self.spec,
+                        &node.name,
                         format!("{}:inventory:0", node.name),
                         self.spec.start,
-                        &node.name,
                     ),
                     NodeInventory {
                         pool: self.spec.pool.clone(),
@@ -396,14 +388,13 @@ impl SimulatedFleet {
                 };
                 let mem_used = (inv.memory_bytes as f64 * f64::from(busy) * 0.9) as i64;
                 let temp = 35 + (self.rng.next() % 40) as i32;
-                let envelope = Envelope {
-                    event_id: format!("{}:{}", node.name, node.seq),
-                    event_time: at,
-                    source: node.name.clone(),
-                    cluster: self.spec.cluster.clone(),
-                };
                 out.push(Event::new(
-                    envelope,
+                    envelope(
+                        &self.spec,
+                        &node.name,
+                        format!("{}:{}", node.name, node.seq),
+                        at,
+                    ),
                     GpuSample {
                         node: node.name.clone(),
                         pool: self.spec.pool.clone(),
@@ -455,12 +446,12 @@ impl SimulatedFleet {
             };
             let health = |state: HealthState, xid: Option<i32>, reason: &str| {
                 Event::new(
-                    Envelope {
-                        event_id: format!("{}:health:{gpu_uuid}:{}", node.name, at.as_micros()),
-                        event_time: at,
-                        source: node.name.clone(),
-                        cluster: self.spec.cluster.clone(),
-                    },
+                    envelope(
+                        &self.spec,
+                        &node.name,
+                        format!("{}:health:{gpu_uuid}:{}", node.name, at.as_micros()),
+                        at,
+                    ),
                     DeviceHealth {
                         pool: self.spec.pool.clone(),
                         node: node.name.clone(),
@@ -491,16 +482,14 @@ impl SimulatedFleet {
                     ));
                     for device in node.devices.iter_mut().filter(|d| d.gpu == g) {
                         if let Some(job) = device.job.take() {
-                            let mut jobs = Jobs {
-                                spec: &self.spec,
-                                rng: &mut self.rng,
-                                count: &mut self.jobs,
-                                node: &node.name,
+                            out.push(job_event(
+                                &self.spec,
+                                &node.name,
                                 at,
-                                out,
-                                admit: &mut Unasked,
-                            };
-                            jobs.job_event(device, &job, JobState::Failed);
+                                &device.inventory,
+                                &job,
+                                JobState::Failed,
+                            ));
                         }
                         device.free_for = 0;
                     }
@@ -629,7 +618,8 @@ impl Jobs<'_> {
         match self.admit.admit(&request) {
             Admission::Send => {
                 let id = format!("admission-{}", request.request_id);
-                self.out.push(Event::new(self.envelope(id), request));
+                let envelope = envelope(self.spec, self.node, id, self.at);
+                self.out.push(Event::new(envelope, request));
             }
             Admission::Admitted => {}
             Admission::Denied => {
@@ -643,41 +633,60 @@ impl Jobs<'_> {
     }
 
     fn job_event(&mut self, device: &SimDevice, job: &SimJob, state: JobState) {
-        let completed = state == JobState::Completed;
-        self.out.push(Event::new(
-            self.envelope(format!("{}-{}-{state}", job.job_id, job.attempt)),
-            JobEvent {
-                pool: self.spec.pool.clone(),
-                job_id: job.job_id.clone(),
-                attempt: job.attempt,
-                tenant: job.tenant.clone(),
-                user: None,
-                node: Some(self.node.to_owned()),
-                state,
-                devices: (state == JobState::Started)
-                    .then(|| vec![device.inventory.device_uuid.clone()]),
-                requested_slices: None,
-                requested_max_slices: None,
-                work_units: completed.then(|| gpuledger_schemas::Decimal::from(job.ran * 10)),
-                work_unit_name: completed.then(|| "steps".to_owned()),
-                exit_code: match state {
-                    JobState::Completed => Some(0),
-                    JobState::Failed => Some(1),
-                    _ => None,
-                },
-                reason: None,
-            },
-        ));
+        let event = job_event(self.spec, self.node, self.at, &device.inventory, job, state);
+        self.out.push(event);
     }
+}
 
-    fn envelope(&self, event_id: String) -> Envelope {
-        Envelope {
-            event_id,
-            event_time: self.at,
-            source: self.node.to_owned(),
-            cluster: self.spec.cluster.clone(),
-        }
+/// The envelope of a simulated node's event.
+fn envelope(spec: &FleetSpec, node: &str, event_id: String, at: Timestamp) -> Envelope {
+    Envelope {
+        event_id,
+        event_time: at,
+        source: node.to_owned(),
+        cluster: spec.cluster.clone(),
     }
+}
+
+/// A `JobEvent` of `job` on `device`: `started` names the device; a
+/// completed attempt reports its work in `steps`.
+fn job_event(
+    spec: &FleetSpec,
+    node: &str,
+    at: Timestamp,
+    device: &InventoryDevice,
+    job: &SimJob,
+    state: JobState,
+) -> Event {
+    let completed = state == JobState::Completed;
+    Event::new(
+        envelope(
+            spec,
+            node,
+            format!("{}-{}-{state}", job.job_id, job.attempt),
+            at,
+        ),
+        JobEvent {
+            pool: spec.pool.clone(),
+            job_id: job.job_id.clone(),
+            attempt: job.attempt,
+            tenant: job.tenant.clone(),
+            user: None,
+            node: Some(node.to_owned()),
+            state,
+            devices: (state == JobState::Started).then(|| vec![device.device_uuid.clone()]),
+            requested_slices: None,
+            requested_max_slices: None,
+            work_units: completed.then(|| gpuledger_schemas::Decimal::from(job.ran * 10)),
+            work_unit_name: completed.then(|| "steps".to_owned()),
+            exit_code: match state {
+                JobState::Completed => Some(0),
+                JobState::Failed => Some(1),
+                _ => None,
+            },
+            reason: None,
+        },
+    )
 }
 
 /// A small, fast, seedable generator (SplitMix64): deterministic across

@@ -35,6 +35,28 @@ pub fn python() -> PathBuf {
     home.join(".cache/gpuledger/venv/bin/python")
 }
 
+/// Reads history table `table` under `root` as any Parquet engine would
+/// (`tests/interop/read_table.py`: DuckDB with Hive partitioning, and
+/// pyarrow), and returns what they saw: `duckdb_rows`, `pyarrow_rows`,
+/// `dates`, `pyarrow_has_date`. Fails the test if the script fails.
+pub fn read_with_parquet_engines(root: &std::path::Path, table: &str) -> serde_json::Value {
+    let out = Command::new(python())
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/interop/read_table.py"
+        ))
+        .arg(root)
+        .arg(table)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{table}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("read_table.py prints JSON")
+}
+
 /// Fails the test unless a broker answers a metadata request.
 pub fn require_broker() -> String {
     let bootstrap = bootstrap();

@@ -413,21 +413,7 @@ async fn kafka_ten_kills_during_10000_admissions_lose_and_repeat_nothing() {
     // DuckDB and pyarrow read each fact table, with its `date` column, row
     // for row as the query service counts it.
     for (table, rows) in fact_rows(&facts_in, &expected) {
-        let out = std::process::Command::new(gpuledger_tests::python())
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/interop/read_table.py"
-            ))
-            .arg(work.path().join("history"))
-            .arg(table)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{table}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let read: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let read = gpuledger_tests::read_with_parquet_engines(&work.path().join("history"), table);
         assert_eq!(read["duckdb_rows"], rows, "{table}: {read}");
         assert_eq!(read["pyarrow_rows"], rows, "{table}: {read}");
         assert_eq!(read["pyarrow_has_date"], true, "{table}: {read}");

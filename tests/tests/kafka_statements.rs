@@ -153,21 +153,7 @@ async fn kafka_worked_example_statement_through_the_whole_pipeline() {
             gpuledger_tests::sql(&base_url, &format!("SELECT count(*) AS n FROM {table}")).unwrap()
                 [0]["n"]
                 .clone();
-        let out = std::process::Command::new(gpuledger_tests::python())
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/interop/read_table.py"
-            ))
-            .arg(&history)
-            .arg(table)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{table}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let read: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let read = gpuledger_tests::read_with_parquet_engines(&history, table);
         assert_eq!(read["duckdb_rows"], counted, "{table}: {read}");
         assert_eq!(read["pyarrow_rows"], counted, "{table}: {read}");
         assert_eq!(read["pyarrow_has_date"], true, "{table}: {read}");

@@ -158,6 +158,18 @@ pub struct NodeContext {
 }
 
 impl NodeContext {
+    /// The node `n1` of pool `h200` that unit tests report from.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> Self {
+        NodeContext {
+            node: "n1".into(),
+            pool: "h200".into(),
+            cluster: "c".into(),
+            source: "collector-n1".into(),
+            interval_ms: 10_000,
+        }
+    }
+
     fn envelope(&self, event_id: String, at: Timestamp) -> Envelope {
         Envelope {
             event_id,

@@ -8,13 +8,7 @@ use super::xid::{health_event, state_of_xid};
 use super::*;
 
 fn ctx() -> NodeContext {
-    NodeContext {
-        node: "n1".into(),
-        pool: "h200".into(),
-        cluster: "c".into(),
-        source: "collector-n1".into(),
-        interval_ms: 10_000,
-    }
+    NodeContext::for_tests()
 }
 
 fn at() -> Timestamp {
