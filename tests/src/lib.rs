@@ -377,6 +377,52 @@ pub fn start_query(
     (query, http, postgres)
 }
 
+/// A ledger test's services on fresh topics: a processor whose control API
+/// takes `admin`'s events (see [`start_ledger_processor`]) and a query
+/// service over its history. Keep `work` alive while they run: dropping it
+/// removes their folder.
+#[derive(Debug)]
+pub struct LedgerStack {
+    pub bootstrap: String,
+    pub prefix: String,
+    pub work: WorkDir,
+    pub processor: Service,
+    /// The control API's URL.
+    pub api: String,
+    pub query: Service,
+    /// The query service's HTTP URL and PostgreSQL address.
+    pub base_url: String,
+    pub postgres: String,
+}
+
+impl LedgerStack {
+    /// Starts the stack for test `name` on topics of `partitions`
+    /// partitions.
+    pub async fn start(name: &str, partitions: i32, admin: &str) -> LedgerStack {
+        let bootstrap = require_broker();
+        let prefix = unique_prefix(name);
+        create_topics(&bootstrap, &prefix, partitions).await;
+        let work = WorkDir::new(name);
+        let (processor, api) =
+            start_ledger_processor(&bootstrap, &prefix, work.path(), admin, "processor.log");
+        let (query, base_url, postgres) = start_query(
+            work.path().join("history"),
+            &[],
+            &work.path().join("query.log"),
+        );
+        LedgerStack {
+            bootstrap,
+            prefix,
+            work,
+            processor,
+            api,
+            query,
+            base_url,
+            postgres,
+        }
+    }
+}
+
 /// Runs a binary to completion and returns its stdout; panics with its
 /// stderr if it fails.
 pub fn run_to_end(name: &str, args: &[&str]) -> String {

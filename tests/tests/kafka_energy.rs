@@ -6,10 +6,7 @@
 
 use std::time::Duration;
 
-use gpuledger_tests::{
-    WorkDir, create_topics, eventually, post, require_broker, simulate, sql,
-    start_ledger_processor, start_query, unique_prefix, wait_for_month_end,
-};
+use gpuledger_tests::{LedgerStack, eventually, post, simulate, sql, wait_for_month_end};
 
 const ADMIN: &str = "admin-secret-energy";
 /// The jobs run from 00:05 to 00:25 of a 30-minute simulation.
@@ -86,17 +83,16 @@ fn cents_text(numerator: i128, denominator: i128) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_energy_and_idle_time_from_the_samples() {
-    let bootstrap = require_broker();
-    let prefix = unique_prefix("energy");
-    create_topics(&bootstrap, &prefix, 2).await;
-    let work = WorkDir::new("energy");
-    let (mut processor, api) =
-        start_ledger_processor(&bootstrap, &prefix, work.path(), ADMIN, "processor.log");
-    let (mut query, base_url, _postgres) = start_query(
-        work.path().join("history"),
-        &[],
-        &work.path().join("query.log"),
-    );
+    let LedgerStack {
+        bootstrap,
+        prefix,
+        mut processor,
+        api,
+        mut query,
+        base_url,
+        work,
+        ..
+    } = LedgerStack::start("energy", 2, ADMIN).await;
 
     let summary = simulate(
         &bootstrap,

@@ -6,28 +6,22 @@
 
 use std::time::Duration;
 
-use gpuledger_tests::{
-    WorkDir, create_topics, eventually, post, require_broker, sql, start_ledger_processor,
-    start_query, unique_prefix,
-};
+use gpuledger_tests::{LedgerStack, eventually, post, sql};
 
 const ADMIN: &str = "admin-secret-scenarios";
 
 /// Runs `file` through broker, processor and history; the November 2026
 /// statement as the query service gives it, and the processor's metrics.
 async fn statement_of(file: &str) -> (serde_json::Value, String) {
-    let bootstrap = require_broker();
     let name = file.trim_end_matches(".ndjson");
-    let prefix = unique_prefix(name);
-    create_topics(&bootstrap, &prefix, 2).await;
-    let work = WorkDir::new(name);
-    let (mut processor, api) =
-        start_ledger_processor(&bootstrap, &prefix, work.path(), ADMIN, "processor.log");
-    let (mut query, base_url, _postgres) = start_query(
-        work.path().join("history"),
-        &[],
-        &work.path().join("query.log"),
-    );
+    let LedgerStack {
+        mut processor,
+        api,
+        mut query,
+        base_url,
+        work: _work,
+        ..
+    } = LedgerStack::start(name, 2, ADMIN).await;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("scenarios")
         .join(file);

@@ -5,26 +5,22 @@
 
 use std::time::Duration;
 
-use gpuledger_tests::{
-    WorkDir, create_topics, eventually, post, require_broker, simulate, sql,
-    start_ledger_processor, start_query, unique_prefix,
-};
+use gpuledger_tests::{LedgerStack, eventually, post, simulate, sql};
 
 const ADMIN: &str = "admin-secret-simjobs";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_simulated_jobs_are_admitted_and_allocated() {
-    let bootstrap = require_broker();
-    let prefix = unique_prefix("simjobs");
-    create_topics(&bootstrap, &prefix, 1).await;
-    let work = WorkDir::new("sim-jobs");
-    let (mut processor, api) =
-        start_ledger_processor(&bootstrap, &prefix, work.path(), ADMIN, "processor.log");
-    let (mut query, base_url, _postgres) = start_query(
-        work.path().join("history"),
-        &[],
-        &work.path().join("query.log"),
-    );
+    let LedgerStack {
+        bootstrap,
+        prefix,
+        mut processor,
+        api,
+        mut query,
+        base_url,
+        work: _work,
+        ..
+    } = LedgerStack::start("simjobs", 1, ADMIN).await;
 
     // Two tenants with quota in the pool, and a book.
     let env = |id: &str| {
@@ -133,17 +129,16 @@ async fn kafka_simulated_jobs_are_admitted_and_allocated() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_a_simulated_scheduler_asks_the_control_api() {
-    let bootstrap = require_broker();
-    let prefix = unique_prefix("simapi");
-    create_topics(&bootstrap, &prefix, 1).await;
-    let work = WorkDir::new("sim-api");
-    let (mut processor, api) =
-        start_ledger_processor(&bootstrap, &prefix, work.path(), ADMIN, "processor.log");
-    let (mut query, base_url, _postgres) = start_query(
-        work.path().join("history"),
-        &[],
-        &work.path().join("query.log"),
-    );
+    let LedgerStack {
+        bootstrap,
+        prefix,
+        mut processor,
+        api,
+        mut query,
+        base_url,
+        work: _work,
+        ..
+    } = LedgerStack::start("simapi", 1, ADMIN).await;
     // The pool (one node of its own), team-llm with 2 GE of quota and
     // team-vision with none: its jobs are all denied.
     let now = gpuledger_schemas::Timestamp::now();
