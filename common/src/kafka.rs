@@ -9,7 +9,10 @@ use gpuledger_schemas::{Codec, Event, Topic, cloud_event_headers};
 use rdkafka::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::future_producer::OwnedDeliveryResult;
+use rdkafka::producer::{BaseRecord, FutureProducer, FutureRecord};
+
+use crate::polled_producer::PolledProducer;
 
 /// What went wrong talking to Kafka.
 #[derive(Debug, thiserror::Error)]
@@ -161,6 +164,14 @@ impl WireRecord {
         })
     }
 
+    /// The record to hand to a [`EventProducer`].
+    fn base_record(&self) -> BaseRecord<'_, str, [u8]> {
+        BaseRecord::to(&self.topic)
+            .key(self.key.as_str())
+            .payload(self.payload.as_slice())
+            .headers(self.headers.clone())
+    }
+
     /// The record to hand to a producer.
     pub fn record(&self) -> FutureRecord<'_, str, [u8]> {
         FutureRecord::to(&self.topic)
@@ -173,7 +184,7 @@ impl WireRecord {
 /// Sends events to their topics in the wire format, keeping at most
 /// `window` deliveries in flight.
 pub struct EventProducer {
-    producer: FutureProducer,
+    producer: PolledProducer,
     codec: &'static Codec,
     prefix: String,
     in_flight: VecDeque<Delivery>,
@@ -211,7 +222,7 @@ impl EventProducer {
             .collect();
         typed.extend_from_slice(overrides);
         typed.push(("client.id", client_id));
-        let producer = args.client_config(&typed)?.create()?;
+        let producer = PolledProducer::new(&args.client_config(&typed)?)?;
         Ok(Self {
             producer,
             codec: Codec::builtin(),
@@ -264,7 +275,7 @@ impl EventProducer {
     pub async fn send_to(&mut self, event: &Event, partition: Option<i32>) -> Result<()> {
         let wire = WireRecord::new(self.codec, event, &self.prefix)?;
         let topic = wire.topic.clone();
-        let mut record = wire.record();
+        let mut record = wire.base_record();
         if let Some(p) = partition {
             record = record.partition(p);
         }
@@ -272,7 +283,7 @@ impl EventProducer {
             while self.in_flight.len() >= self.window {
                 self.settle_oldest().await?;
             }
-            match self.producer.send_result(record) {
+            match self.producer.send(record) {
                 Ok(future) => {
                     self.in_flight.push_back(Delivery {
                         topic: topic.clone(),
@@ -307,9 +318,9 @@ impl EventProducer {
     /// release it before they wait, and their events share batches.
     pub async fn queue(&self, event: &Event) -> Result<Delivery> {
         let wire = WireRecord::new(self.codec, event, &self.prefix)?;
-        let mut record = wire.record();
+        let mut record = wire.base_record();
         loop {
-            match self.producer.send_result(record) {
+            match self.producer.send(record) {
                 Ok(future) => {
                     return Ok(Delivery {
                         topic: wire.topic.clone(),
@@ -332,7 +343,6 @@ impl EventProducer {
 
     /// The partition ids of the topic events of `topic` travel on.
     pub fn partitions(&self, topic: gpuledger_schemas::Topic) -> Result<Vec<i32>> {
-        use rdkafka::producer::Producer;
         partitions_of(self.producer.client(), &topic.name(&self.prefix))
     }
 
@@ -355,7 +365,7 @@ impl EventProducer {
 /// One queued event on its way to the broker.
 pub struct Delivery {
     topic: String,
-    future: DeliveryFuture,
+    future: futures::channel::oneshot::Receiver<OwnedDeliveryResult>,
 }
 
 impl std::fmt::Debug for Delivery {
@@ -376,10 +386,7 @@ impl Delivery {
 
     fn outcome(
         topic: String,
-        outcome: Result<
-            rdkafka::producer::future_producer::OwnedDeliveryResult,
-            futures::channel::oneshot::Canceled,
-        >,
+        outcome: Result<OwnedDeliveryResult, futures::channel::oneshot::Canceled>,
     ) -> Result<()> {
         match outcome {
             Ok(Ok(_)) => Ok(()),

@@ -9,4 +9,6 @@ pub mod history;
 pub mod kafka;
 pub mod log;
 pub mod metrics;
+#[cfg(feature = "kafka")]
+mod polled_producer;
 pub mod shutdown;
