@@ -1,0 +1,229 @@
+//! The tenants' jobs on the simulated devices: arrivals, runs with idle
+//! stretches, endings and retries, and who is asked whether a job may start.
+
+use gpuledger_schemas::events::{AdmissionRequest, InventoryDevice, JobEvent, JobState};
+use gpuledger_schemas::{Event, Timestamp};
+
+use super::{FleetSpec, SimDevice, SplitMix64, envelope};
+
+/// What became of a job's admission request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Not asked anywhere: the request goes to the ledger with the job's
+    /// events, and the job starts.
+    Send,
+    /// Asked and admitted (the one asked put the request in the ledger).
+    Admitted,
+    /// Asked and denied: the job does not start.
+    Denied,
+}
+
+/// Who decides whether a simulated job may start, as a scheduler would ask.
+pub trait Admit {
+    fn admit(&mut self, request: &AdmissionRequest) -> Admission;
+}
+
+/// Nobody is asked: every request goes to the ledger and every job starts.
+#[derive(Debug, Default)]
+pub struct Unasked;
+
+impl Admit for Unasked {
+    fn admit(&mut self, _: &AdmissionRequest) -> Admission {
+        Admission::Send
+    }
+}
+
+/// A job holding one device.
+#[derive(Debug, Clone)]
+pub(super) struct SimJob {
+    pub(super) tenant: String,
+    pub(super) job_id: String,
+    pub(super) attempt: i32,
+    pub(super) pid: i64,
+    /// Ticks until it ends, and how.
+    pub(super) ticks_left: i64,
+    pub(super) ran: i64,
+    pub(super) ending: JobState,
+    /// Ticks of the idle stretch it is in.
+    pub(super) idle_for: i64,
+}
+
+/// What one device's jobs do in one tick, and the ledger events they send.
+pub(super) struct Jobs<'a> {
+    pub(super) spec: &'a FleetSpec,
+    pub(super) rng: &'a mut SplitMix64,
+    pub(super) count: &'a mut u64,
+    pub(super) node: &'a str,
+    pub(super) at: Timestamp,
+    pub(super) out: &'a mut Vec<Event>,
+    pub(super) admit: &'a mut dyn Admit,
+}
+
+impl Jobs<'_> {
+    fn below(&mut self, n: u64) -> u64 {
+        self.rng.next() % n.max(1)
+    }
+
+    /// A job ends, starts or runs on; the device's utilization follows.
+    pub(super) fn advance(&mut self, device: &mut SimDevice) {
+        let ticks_per_minute = (60_000 / i64::from(self.spec.interval_ms).max(1)).max(1);
+        if let Some(job) = device.job.as_mut() {
+            job.ticks_left -= 1;
+            job.ran += 1;
+            if job.ticks_left <= 0 {
+                let job = device.job.take().unwrap_or_else(|| unreachable!());
+                self.job_event(device, &job, job.ending);
+                if job.ending == JobState::Failed && job.attempt < 3 {
+                    // Retried at once on the same device.
+                    self.start(device, Some(job), ticks_per_minute);
+                    return;
+                }
+                device.free_for = self.below(60) as i64 * ticks_per_minute;
+            }
+        } else if device.free_for > 0 {
+            device.free_for -= 1;
+        } else {
+            self.start(device, None, ticks_per_minute);
+        }
+        let idle_roll = self.below(100);
+        let busy = 60.0 + self.below(39) as f32;
+        match device.job.as_mut() {
+            Some(job) => {
+                if job.idle_for > 0 {
+                    job.idle_for -= 1;
+                } else if idle_roll < 2 {
+                    job.idle_for = 1 + (idle_roll as i64 + 1) * 3 * ticks_per_minute;
+                }
+                if device.util.is_some() {
+                    device.util = Some(if job.idle_for > 0 { 2.0 } else { busy });
+                }
+            }
+            None => {
+                if device.util.is_some() {
+                    device.util = Some(0.0);
+                }
+            }
+        }
+    }
+
+    /// A new job, or the next attempt of a failed one, takes the device.
+    fn start(&mut self, device: &mut SimDevice, retry: Option<SimJob>, ticks_per_minute: i64) {
+        if let Some(failed) = retry {
+            // It idles a minute while it loads again, and runs as long as
+            // the failed attempt did, and a minute more.
+            let job = SimJob {
+                attempt: failed.attempt + 1,
+                ticks_left: failed.ran.max(1) + ticks_per_minute,
+                ran: 0,
+                ending: self.ending(),
+                idle_for: ticks_per_minute,
+                ..failed
+            };
+            self.begin(device, job);
+            return;
+        }
+        *self.count += 1;
+        let tenant = self.spec.tenants[self.below(self.spec.tenants.len() as u64) as usize].clone();
+        let minutes = if self.below(4) == 0 {
+            60 + self.below(300) as i64
+        } else {
+            10 + self.below(50) as i64
+        };
+        let job = SimJob {
+            job_id: format!("{tenant}-{:05}", *self.count),
+            tenant,
+            attempt: 1,
+            pid: 10_000 + (*self.count % 50_000) as i64,
+            ticks_left: minutes * ticks_per_minute,
+            ran: 0,
+            ending: self.ending(),
+            idle_for: 0,
+        };
+        self.begin(device, job);
+    }
+
+    fn ending(&mut self) -> JobState {
+        match self.below(100) {
+            0..80 => JobState::Completed,
+            80..92 => JobState::Failed,
+            _ => JobState::Cancelled,
+        }
+    }
+
+    /// The job's admission request, and, unless it is denied, its start:
+    /// the device is its. A denied job leaves the device free for a while.
+    fn begin(&mut self, device: &mut SimDevice, job: SimJob) {
+        let inv = &device.inventory;
+        let request_id = format!("{}-{}", job.job_id, job.attempt);
+        let request = AdmissionRequest {
+            pool: self.spec.pool.clone(),
+            request_id,
+            job_id: job.job_id.clone(),
+            attempt: job.attempt,
+            tenant: job.tenant.clone(),
+            slices: inv.slices,
+            max_slices: inv.max_slices,
+        };
+        match self.admit.admit(&request) {
+            Admission::Send => {
+                let id = format!("admission-{}", request.request_id);
+                let envelope = envelope(self.spec, self.node, id, self.at);
+                self.out.push(Event::new(envelope, request));
+            }
+            Admission::Admitted => {}
+            Admission::Denied => {
+                let ticks_per_minute = (60_000 / i64::from(self.spec.interval_ms).max(1)).max(1);
+                device.free_for = (5 + self.below(25) as i64) * ticks_per_minute;
+                return;
+            }
+        }
+        self.job_event(device, &job, JobState::Started);
+        device.job = Some(job);
+    }
+
+    fn job_event(&mut self, device: &SimDevice, job: &SimJob, state: JobState) {
+        let event = job_event(self.spec, self.node, self.at, &device.inventory, job, state);
+        self.out.push(event);
+    }
+}
+
+/// A `JobEvent` of `job` on `device`: `started` names the device; a
+/// completed attempt reports its work in `steps`.
+pub(super) fn job_event(
+    spec: &FleetSpec,
+    node: &str,
+    at: Timestamp,
+    device: &InventoryDevice,
+    job: &SimJob,
+    state: JobState,
+) -> Event {
+    let completed = state == JobState::Completed;
+    Event::new(
+        envelope(
+            spec,
+            node,
+            format!("{}-{}-{state}", job.job_id, job.attempt),
+            at,
+        ),
+        JobEvent {
+            pool: spec.pool.clone(),
+            job_id: job.job_id.clone(),
+            attempt: job.attempt,
+            tenant: job.tenant.clone(),
+            user: None,
+            node: Some(node.to_owned()),
+            state,
+            devices: (state == JobState::Started).then(|| vec![device.device_uuid.clone()]),
+            requested_slices: None,
+            requested_max_slices: None,
+            work_units: completed.then(|| gpuledger_schemas::Decimal::from(job.ran * 10)),
+            work_unit_name: completed.then(|| "steps".to_owned()),
+            exit_code: match state {
+                JobState::Completed => Some(0),
+                JobState::Failed => Some(1),
+                _ => None,
+            },
+            reason: None,
+        },
+    )
+}
