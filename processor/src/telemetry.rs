@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use gpuledger_common::kafka::{DeadLetters, KafkaArgs};
 use gpuledger_common::shutdown::Shutdown;
-use gpuledger_schemas::{Codec, EventBody, Timestamp, Topic};
+use gpuledger_schemas::{Codec, EventBody, Topic};
 use rdkafka::Message;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 
@@ -49,8 +49,10 @@ struct PartitionBuffer {
     rows: SamplesBuilder,
     first_offset: Option<i64>,
     last_offset: i64,
-    /// The UTC day of the rows (days since the epoch).
+    /// The UTC day of the rows: days since the epoch, to compare, and
+    /// `YYYY-MM-DD`, formatted once per file for its folder.
     day: i64,
+    date: String,
     opened: Option<Instant>,
 }
 
@@ -178,6 +180,7 @@ pub async fn run(config: &TelemetryWriterConfig, mut shutdown: Shutdown) -> Resu
                 let buffer = buffers.entry(partition).or_default();
                 if buffer.rows.is_empty() {
                     buffer.day = day;
+                    buffer.date = event.envelope.event_time.date_string();
                 }
                 buffer.rows.push(&event.envelope, sample);
                 buffer.note_offset(offset);
@@ -268,7 +271,7 @@ async fn flush(
         first_offset,
         last_offset: buffer.last_offset,
     };
-    let date = Timestamp::from_micros(buffer.day * 86_400_000_000).date_string();
+    let date = std::mem::take(&mut buffer.date);
     let root = config.history_root.clone();
     let task = tokio::task::spawn_blocking(move || {
         let history = |e: arrow::error::ArrowError| Error::History(e.to_string());

@@ -66,24 +66,25 @@ impl Jobs<'_> {
 
     /// A job ends, starts or runs on; the device's utilization follows.
     pub(super) fn advance(&mut self, device: &mut SimDevice) {
-        let ticks_per_minute = (60_000 / i64::from(self.spec.interval_ms).max(1)).max(1);
+        let minute = self.spec.ticks(1);
         if let Some(job) = device.job.as_mut() {
             job.ticks_left -= 1;
             job.ran += 1;
-            if job.ticks_left <= 0 {
-                let job = device.job.take().unwrap_or_else(|| unreachable!());
-                self.job_event(device, &job, job.ending);
-                if job.ending == JobState::Failed && job.attempt < 3 {
-                    // Retried at once on the same device.
-                    self.start(device, Some(job), ticks_per_minute);
-                    return;
-                }
-                device.free_for = self.below(60) as i64 * ticks_per_minute;
+        }
+        if let Some(job) = device.job.take_if(|j| j.ticks_left <= 0) {
+            self.job_event(device, &job, job.ending);
+            if job.ending == JobState::Failed && job.attempt < 3 {
+                // Retried at once on the same device.
+                self.retry(device, job);
+                return;
             }
-        } else if device.free_for > 0 {
-            device.free_for -= 1;
-        } else {
-            self.start(device, None, ticks_per_minute);
+            device.free_for = self.below(60) as i64 * minute;
+        } else if device.job.is_none() {
+            if device.free_for > 0 {
+                device.free_for -= 1;
+            } else {
+                self.start(device);
+            }
         }
         let idle_roll = self.below(100);
         let busy = 60.0 + self.below(39) as f32;
@@ -92,7 +93,7 @@ impl Jobs<'_> {
                 if job.idle_for > 0 {
                     job.idle_for -= 1;
                 } else if idle_roll < 2 {
-                    job.idle_for = 1 + (idle_roll as i64 + 1) * 3 * ticks_per_minute;
+                    job.idle_for = 1 + (idle_roll as i64 + 1) * 3 * minute;
                 }
                 if device.util.is_some() {
                     device.util = Some(if job.idle_for > 0 { 2.0 } else { busy });
@@ -106,22 +107,24 @@ impl Jobs<'_> {
         }
     }
 
-    /// A new job, or the next attempt of a failed one, takes the device.
-    fn start(&mut self, device: &mut SimDevice, retry: Option<SimJob>, ticks_per_minute: i64) {
-        if let Some(failed) = retry {
-            // It idles a minute while it loads again, and runs as long as
-            // the failed attempt did, and a minute more.
-            let job = SimJob {
-                attempt: failed.attempt + 1,
-                ticks_left: failed.ran.max(1) + ticks_per_minute,
-                ran: 0,
-                ending: self.ending(),
-                idle_for: ticks_per_minute,
-                ..failed
-            };
-            self.begin(device, job);
-            return;
-        }
+    /// The next attempt of a failed job takes the device: it idles a
+    /// minute while it loads again, and runs as long as the failed attempt
+    /// did, and a minute more.
+    fn retry(&mut self, device: &mut SimDevice, failed: SimJob) {
+        let minute = self.spec.ticks(1);
+        let job = SimJob {
+            attempt: failed.attempt + 1,
+            ticks_left: failed.ran.max(1) + minute,
+            ran: 0,
+            ending: self.ending(),
+            idle_for: minute,
+            ..failed
+        };
+        self.begin(device, job);
+    }
+
+    /// A new job of a tenant picked at random takes the device.
+    fn start(&mut self, device: &mut SimDevice) {
         *self.count += 1;
         let tenant = self.spec.tenants[self.below(self.spec.tenants.len() as u64) as usize].clone();
         let minutes = if self.below(4) == 0 {
@@ -134,7 +137,7 @@ impl Jobs<'_> {
             tenant,
             attempt: 1,
             pid: 10_000 + (*self.count % 50_000) as i64,
-            ticks_left: minutes * ticks_per_minute,
+            ticks_left: self.spec.ticks(minutes),
             ran: 0,
             ending: self.ending(),
             idle_for: 0,
@@ -172,8 +175,7 @@ impl Jobs<'_> {
             }
             Admission::Admitted => {}
             Admission::Denied => {
-                let ticks_per_minute = (60_000 / i64::from(self.spec.interval_ms).max(1)).max(1);
-                device.free_for = (5 + self.below(25) as i64) * ticks_per_minute;
+                device.free_for = self.spec.ticks(5 + self.below(25) as i64);
                 return;
             }
         }

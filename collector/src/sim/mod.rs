@@ -43,6 +43,13 @@ pub struct FleetSpec {
     pub xid_per_gpu_day: f64,
 }
 
+impl FleetSpec {
+    /// Ticks in `minutes` of simulated time (at least one).
+    fn ticks(&self, minutes: i64) -> i64 {
+        (minutes * 60_000 / i64::from(self.interval_ms).max(1)).max(1)
+    }
+}
+
 /// One leaf device and its simulated state.
 #[derive(Debug, Clone)]
 struct SimDevice {
@@ -286,7 +293,6 @@ impl SimulatedFleet {
     /// falls off the bus fails the jobs on it (not retried there) and is
     /// reported `failed`, then `healthy` one to four hours later.
     fn faults(&mut self, node: &mut SimNode, at: Timestamp, out: &mut Vec<Event>) {
-        let ticks_per_hour = 3_600_000 / i64::from(self.spec.interval_ms).max(1);
         let chance = self.spec.xid_per_gpu_day * f64::from(self.spec.interval_ms) / 86_400_000.0;
         for g in 0..node.failed_until.len() {
             let Some(gpu_uuid) = node.devices.iter().find(|d| d.gpu == g).map(|d| {
@@ -327,7 +333,7 @@ impl SimulatedFleet {
                         continue;
                     }
                     let hours = 1 + (self.rng.next() % 4) as i64;
-                    node.failed_until[g] = Some(self.tick + hours * ticks_per_hour);
+                    node.failed_until[g] = Some(self.tick + self.spec.ticks(hours * 60));
                     out.push(health(
                         HealthState::Failed,
                         Some(79),
