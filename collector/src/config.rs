@@ -5,7 +5,7 @@ use clap::Args;
 use gpuledger_common::kafka::KafkaArgs;
 use gpuledger_schemas::Timestamp;
 
-use crate::sim::{FleetLayout, FleetSpec};
+use crate::sim::{FleetLayout, FleetSpec, TenantMix};
 
 /// Settings of the simulated fleet source.
 #[derive(Debug, Clone, Args)]
@@ -70,7 +70,8 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub until: Option<Timestamp>,
 
-    /// Tenants whose jobs run on the fleet (comma-separated); none: the
+    /// Tenants whose jobs run on the fleet (comma-separated, each `name` or
+    /// `name:weight`; a fleet file's node may name its own); none: the
     /// devices only report, nobody holds them. With tenants, jobs arrive on
     /// free devices, run for minutes to hours with idle stretches, and
     /// complete, fail (and are retried) or are cancelled; their admission
@@ -102,6 +103,16 @@ pub struct SimulateArgs {
     /// Print a JSON summary of what was delivered to stdout at the end.
     #[arg(long)]
     pub summary: bool,
+
+    /// Also write every ledger event (inventory, health, admission
+    /// requests, job events; not samples) to this file as NDJSON, in the
+    /// order they are sent: the ledger an offline recomputation folds.
+    #[arg(long)]
+    pub ledger_ndjson: Option<std::path::PathBuf>,
+
+    /// Send nothing to Kafka (with `--ledger-ndjson`: only write the file).
+    #[arg(long, conflicts_with_all = ["realtime", "speed", "api"])]
+    pub dry_run: bool,
 }
 
 impl SimulateArgs {
@@ -128,7 +139,7 @@ impl SimulateArgs {
             interval_ms: self.interval_ms,
             start: self.start.unwrap_or_else(Timestamp::now),
             seed: self.seed,
-            tenants: self.tenants.clone(),
+            tenants: TenantMix::parse(&self.tenants).map_err(|e| format!("--tenants: {e}"))?,
             xid_per_gpu_day: self.xid_per_gpu_day,
         })
     }

@@ -15,6 +15,7 @@ pub mod pods;
 pub mod sim;
 pub mod spool;
 
+use std::io::Write;
 use std::time::Duration;
 
 use gpuledger_common::kafka::{self, EventProducer};
@@ -90,12 +91,25 @@ pub async fn send_one(kafka: &gpuledger_common::kafka::KafkaArgs, event: &Event)
 /// Runs the simulated fleet: inventory first, then one round of samples per
 /// tick, until `ticks` rounds were sent or shutdown is requested.
 pub async fn run_simulation(args: &SimulateArgs, mut shutdown: Shutdown) -> Result<Summary> {
-    let mut producer = EventProducer::new(&args.kafka, "gpuledger-collector-sim")?;
     let spec = args.fleet_spec().map_err(Error::Config)?;
+    let mut out = SimOutput {
+        producer: match args.dry_run {
+            true => None,
+            false => Some(EventProducer::new(&args.kafka, "gpuledger-collector-sim")?),
+        },
+        ledger: match &args.ledger_ndjson {
+            Some(path) => Some(std::io::BufWriter::new(
+                std::fs::File::create(path).map_err(|e| {
+                    Error::Config(format!("--ledger-ndjson {}: {e}", path.display()))
+                })?,
+            )),
+            None => None,
+        },
+        summary: Summary::default(),
+    };
     let nodes = spec.layout.nodes.len();
     let gpus: usize = spec.layout.nodes.iter().map(|n| n.gpus.len()).sum();
     let mut fleet = SimulatedFleet::new(spec);
-    let mut summary = Summary::default();
     let mut api = args.api.as_ref().map(|url| ApiAdmit {
         url: format!("{}/v1/admission", url.trim_end_matches('/')),
         token: args.api_token.clone(),
@@ -109,7 +123,7 @@ pub async fn run_simulation(args: &SimulateArgs, mut shutdown: Shutdown) -> Resu
         "simulated fleet starting"
     );
     for event in fleet.inventory() {
-        send(&mut producer, &mut summary, &event).await?;
+        out.send(&event).await?;
     }
     let mut tick = 0u64;
     while args.ticks == 0 || tick < args.ticks {
@@ -122,7 +136,7 @@ pub async fn run_simulation(args: &SimulateArgs, mut shutdown: Shutdown) -> Resu
             None => fleet.tick(),
         };
         for event in events {
-            send(&mut producer, &mut summary, &event).await?;
+            out.send(&event).await?;
         }
         tick += 1;
         if let Some(pause) = args.pause() {
@@ -132,13 +146,49 @@ pub async fn run_simulation(args: &SimulateArgs, mut shutdown: Shutdown) -> Resu
             }
         }
     }
-    producer.flush(Duration::from_secs(60)).await?;
-    tracing::info!(
-        samples = summary.samples,
-        delivered = producer.delivered(),
-        "simulated fleet done"
-    );
-    Ok(summary)
+    out.finish().await
+}
+
+/// Where a simulation's events go: Kafka (unless a dry run), and the ledger
+/// events also to an NDJSON file if asked.
+struct SimOutput {
+    producer: Option<EventProducer>,
+    ledger: Option<std::io::BufWriter<std::fs::File>>,
+    summary: Summary,
+}
+
+impl SimOutput {
+    async fn send(&mut self, event: &Event) -> Result<()> {
+        event.validate()?;
+        if let Some(producer) = self.producer.as_mut() {
+            producer.send(event).await?;
+        }
+        if let Some(file) = self.ledger.as_mut()
+            && !matches!(event.body, EventBody::GpuSample(_))
+        {
+            writeln!(file, "{}", event.to_json_string())
+                .map_err(|e| Error::Config(format!("--ledger-ndjson: {e}")))?;
+        }
+        self.summary.record(event);
+        Ok(())
+    }
+
+    /// Waits for the broker to have everything and closes the file.
+    async fn finish(mut self) -> Result<Summary> {
+        if let Some(file) = self.ledger.as_mut() {
+            file.flush()
+                .map_err(|e| Error::Config(format!("--ledger-ndjson: {e}")))?;
+        }
+        if let Some(producer) = self.producer.as_mut() {
+            producer.flush(Duration::from_secs(60)).await?;
+            tracing::info!(
+                samples = self.summary.samples,
+                delivered = producer.delivered(),
+                "simulated fleet done"
+            );
+        }
+        Ok(self.summary)
+    }
 }
 
 /// Asks the processor's control API whether a simulated job may start.
@@ -190,11 +240,4 @@ impl sim::Admit for ApiAdmit {
             }
         }
     }
-}
-
-async fn send(producer: &mut EventProducer, summary: &mut Summary, event: &Event) -> Result<()> {
-    event.validate()?;
-    producer.send(event).await?;
-    summary.record(event);
-    Ok(())
 }

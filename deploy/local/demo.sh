@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The demo: a simulated fleet streams through the real local broker into the
-# processor, which writes Parquet history; the query service answers SQL
-# over it. Prints the results, then keeps the services up until Ctrl-C
+# The demo: a month of a shared GPU fleet. Simulated collectors stream
+# November 2026 at accelerated time through the real local broker into the
+# processor, which decides admissions, reservations and bursts and writes
+# Parquet history; the query service prices the month. Prints what happened
+# and each tenant's statement, then keeps the services up until Ctrl-C
 # (DEMO_EXIT=1 exits after printing).
 #
 # Each run is self-contained: its own topics (prefix demo<time>., or
 # GPULEDGER_TOPIC_PREFIX), consumer group and history under var/demo/<time>,
 # because the month it replays is the same every time. The processor's own
-# clock ticks are off: the demo's ledger brings its own time (November 2026).
+# clock ticks are off: the simulated month brings its own time.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -51,59 +53,77 @@ query_url=$(sed -n 's/^listening on //p' "$work/query.out")
 query_pg=$(sed -n 's/^postgres listening on //p' "$work/query.out")
 [ -n "$query_url" ] || { cat "$work/query.log"; echo "query service did not start"; exit 1; }
 
-say "Simulating a lab pool of 4 nodes × 2 GPUs (one split into MIG 3g+2g+1g+1g) for one hour of 10 s samples"
-"$bin/gpuledger-collector" simulate --kafka-bootstrap "$bootstrap" --topic-prefix "$prefix" \
-  --cluster "$cluster" --pool lab --nodes 4 --gpus-per-node 2 --ticks 360 --start 2026-11-03T23:30:00Z --summary \
-  > "$work/summary.json" 2> "$work/collector.log"
-expected=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["samples"])' "$work/summary.json")
-say "The collector delivered $expected samples; waiting for them in the history"
-
+# November 2026: the company's side of the ledger (prices, inventory,
+# quotas, reservations) goes in through the control API first; then the
+# simulated collectors run the month at accelerated time straight into
+# Kafka; then the month's metered storage and egress, and its end.
+month() { python3 "$repo/deploy/local/demo_month.py" "$@" --collector "$bin/gpuledger-collector" --cluster "$cluster"; }
+post_events() {
+  curl -sS --fail-with-body -H "Authorization: Bearer $admin_token" \
+    --data-binary @"$1" "$api_url/v1/events" > /dev/null
+}
 sql() { curl -sS --fail-with-body -H 'content-type: application/json' \
   --data "$(python3 -c 'import json,sys; print(json.dumps({"sql": sys.argv[1]}))' "$1")" "$query_url/v1/sql"; }
-for _ in $(seq 1 120); do
-  got=$(sql "SELECT count(*) AS n FROM samples WHERE cluster = '$cluster'" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["n"])')
-  [ "$got" = "$expected" ] && break
-  sleep 0.5
-done
-[ "$got" = "$expected" ] || { echo "only $got of $expected samples arrived (see $work/processor.log)"; exit 1; }
-
-query="SELECT date, node, count(*) AS samples,
-  round(avg(sm_util_pct), 1) AS avg_sm_util_pct,
-  sum(CASE WHEN mig_profile IS NULL THEN 0 ELSE 1 END) AS mig_samples,
-  round(max(energy_mj) / 3.6e9, 3) AS energy_counter_kwh
-FROM samples WHERE cluster = '$cluster'
-GROUP BY date, node ORDER BY date, node"
-say "SQL over the Parquet history ($query_url/v1/sql):"
-printf '%s\n\n' "$query"
-sql "$query" | python3 -c '
+table() {
+  python3 -c '
 import json, sys
 rows = json.load(sys.stdin)
 cols = list(rows[0].keys())
 width = {c: max(len(c), *(len(str(r.get(c))) for r in rows)) for c in cols}
-print("  ".join(c.ljust(width[c]) for c in cols))
-print("  ".join("-" * width[c] for c in cols))
+print("  " + "  ".join(c.ljust(width[c]) for c in cols))
+print("  " + "  ".join("-" * width[c] for c in cols))
 for r in rows:
-    print("  ".join(str(r.get(c)).ljust(width[c]) for c in cols))
+    print("  " + "  ".join(str(r.get(c)).ljust(width[c]) for c in cols))
 '
-echo
-say "Every row above travelled collector → Kafka ($bootstrap, topic ${prefix}gpuledger.telemetry) → processor → Parquet → DataFusion."
-echo
+}
 
-say "Replaying November 2026 for four tenants through the control API"
-python3 "$repo/deploy/local/demo_ledger.py" --cluster "$cluster" > "$work/ledger.ndjson"
-split -l 1000 -d "$work/ledger.ndjson" "$work/ledger.part."
-for part in "$work"/ledger.part.*; do
-  curl -sS --fail-with-body -H "Authorization: Bearer $admin_token" \
-    --data-binary @"$part" "$api_url/v1/events" > /dev/null
-done
-echo "  $(wc -l < "$work/ledger.ndjson") events: jobs and retries, admissions, reservations, a failed GPU, storage, egress, a price change"
-for _ in $(seq 1 240); do
+say "Setting up November 2026: price books, the fleet's inventory, four tenants' quotas and budgets, reservations"
+month setup > "$work/setup.ndjson"
+post_events "$work/setup.ndjson"
+
+mapfile -t sim_args < <(month sim-args)
+say "Running the simulated collectors through November at accelerated time"
+echo "  2 pools: h100 (8 H100s, one split into MIG 3g+2g+1g+1g) for team-vision and team-search,"
+echo "           h200 (8 H200s) for team-llm and team-research; a sample per device per minute"
+"$bin/gpuledger-collector" simulate --kafka-bootstrap "$bootstrap" --topic-prefix "$prefix" \
+  --cluster "$cluster" "${sim_args[@]}" --summary > "$work/summary.json" 2> "$work/collector.log"
+python3 - "$work/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+print(f"  sent {s['samples']:,} samples, {s['admission_requests']:,} admission requests and {s['job_events']:,} job events")
+PY
+month close > "$work/close.ndjson"
+post_events "$work/close.ndjson"
+
+say "Waiting for the processor to fold the month into decisions and Parquet history"
+expected=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["samples"])' "$work/summary.json")
+for _ in $(seq 1 600); do
+  got=$(sql "SELECT count(*) AS n FROM samples WHERE cluster = '$cluster'" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["n"])')
   closed=$(sql "SELECT count(DISTINCT pool) AS n FROM ledger_events WHERE type = 'Clock' AND event_time >= '2026-12-01T00:00:00Z'" \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["n"])')
-  [ "$closed" = "2" ] && break
+  [ "$got" = "$expected" ] && [ "$closed" = "2" ] && break
   sleep 0.5
 done
+[ "$got" = "$expected" ] || { echo "only $got of $expected samples arrived (see $work/processor.log)"; exit 1; }
 [ "$closed" = "2" ] || { echo "the ledger did not reach the month's end (see $work/processor.log)"; exit 1; }
+
+say "What the ledger decided ($query_url/v1/sql over the decisions table):"
+sql "SELECT tenant,
+  sum(CASE WHEN type = 'AdmissionDecision' AND kind = 'reserved' THEN 1 ELSE 0 END) AS admitted_reserved,
+  sum(CASE WHEN type = 'AdmissionDecision' AND kind = 'quota' THEN 1 ELSE 0 END) AS admitted_quota,
+  sum(CASE WHEN type = 'AdmissionDecision' AND kind = 'burst' THEN 1 ELSE 0 END) AS admitted_burst,
+  sum(CASE WHEN type = 'AdmissionDecision' AND decision = 'deny' THEN 1 ELSE 0 END) AS denied,
+  sum(CASE WHEN type = 'BurstTriggered' THEN 1 ELSE 0 END) AS on_demand_asked,
+  sum(CASE WHEN type = 'QuotaViolation' THEN 1 ELSE 0 END) AS quota_violations,
+  sum(CASE WHEN type = 'BudgetAlert' THEN 1 ELSE 0 END) AS budget_alerts
+FROM decisions WHERE tenant IS NOT NULL GROUP BY tenant ORDER BY tenant" | table
+echo
+sql "SELECT reservation_id, tenant, CAST(slices AS VARCHAR) || ' GE' AS size, CAST(start AS VARCHAR) AS start,
+  CAST(\"end\" AS VARCHAR) AS \"end\", decision, reason FROM reservations ORDER BY reservation_id" | table
+echo
+sql "SELECT pool, count(*) AS gpus_fallen_off_the_bus, min(event_time) AS first, max(event_time) AS last
+FROM ledger_events WHERE type = 'DeviceHealth' AND state = 'failed' GROUP BY pool ORDER BY pool" | table
+echo
 
 say "The November 2026 statement ($query_url/v1/statements?period=2026-11):"
 curl -sS --fail-with-body "$query_url/v1/statements?period=2026-11" > "$work/statement.json"
@@ -130,7 +150,7 @@ echo "  SQL API:  curl -H 'content-type: application/json' -d '{\"sql\":\"SELECT
 echo "  Statements: $query_url/v1/statements?period=2026-11 (add &format=csv for CSV)"
 echo "  PostgreSQL: psql -h ${query_pg%:*} -p ${query_pg##*:} -U finance -d gpuledger -c 'SELECT * FROM chargeback LIMIT 5'"
 echo "  Control API: $api_url (token: $admin_token), e.g."
-echo "    curl -H 'Authorization: Bearer $admin_token' --data-binary @ledger.ndjson $api_url/v1/events"
+echo "    curl -H 'Authorization: Bearer $admin_token' --data-binary @$work/close.ndjson $api_url/v1/events"
 echo "  History:  $history"
 if [ "${DEMO_EXIT:-0}" = "1" ]; then exit 0; fi
 say "Services stay up; press Ctrl-C to stop."

@@ -5,7 +5,7 @@
 //! `make test` starts it (`deploy/local/kafka.sh start`).
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -494,6 +494,44 @@ pub fn simulate(bootstrap: &str, prefix: &str, args: &[&str]) -> serde_json::Val
     ];
     all.extend_from_slice(args);
     serde_json::from_str(&run_to_end("gpuledger-collector", &all)).expect("a JSON summary")
+}
+
+/// A phase of the demo's month (`deploy/local/demo_month.py`: `setup`,
+/// `close`, `month`, `sim-args`) for cluster `cluster`, as NDJSON lines (or
+/// the simulator's settings, one per line).
+pub fn demo_month(phase: &str, cluster: &str) -> String {
+    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let output = Command::new("python3")
+        .arg(format!("{repo}/deploy/local/demo_month.py"))
+        .arg(phase)
+        .arg("--collector")
+        .arg(binary("gpuledger-collector"))
+        .args(["--cluster", cluster])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("could not run demo_month.py: {e}"));
+    assert!(
+        output.status.success(),
+        "demo_month.py {phase} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("UTF-8")
+}
+
+/// The statement `gpuledger-processor statement` computes offline from the
+/// NDJSON ledger at `path` for `period`.
+pub fn offline_statement(path: &Path, period: &str) -> serde_json::Value {
+    let out = run_to_end(
+        "gpuledger-processor",
+        &[
+            "statement",
+            "--ledger",
+            path.to_str().unwrap(),
+            "--period",
+            period,
+        ],
+    );
+    serde_json::from_str(&out).expect("a JSON statement")
 }
 
 /// Waits until `pools` pools' `Clock` events at the month's end (December

@@ -1,4 +1,5 @@
-//! Chaos: the demo's month goes in while the processor is killed (SIGKILL)
+//! Chaos: the demo's month (`deploy/local/demo_month.py month`: the
+//! company's events and the simulated collectors' ledger) goes in while the processor is killed (SIGKILL)
 //! twice and the broker is stopped and started once; the final statement
 //! must equal the offline recomputation of the same ledger, to the cent.
 //!
@@ -11,8 +12,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use gpuledger_tests::{
-    Service, WorkDir, binary, create_topics, eventually, require_broker, sql,
-    start_ledger_processor, start_query, unique_prefix, wait_for_month_end,
+    Service, WorkDir, create_topics, demo_month, eventually, offline_statement, require_broker,
+    sql, start_ledger_processor, start_query, unique_prefix, wait_for_month_end,
 };
 
 const ADMIN: &str = "admin-secret-chaos";
@@ -60,23 +61,10 @@ async fn kafka_chaos_processor_kills_and_a_broker_restart_leave_the_statement_un
     let prefix = unique_prefix("chaos");
     create_topics(&bootstrap, &prefix, 4).await;
     let work = WorkDir::new("chaos");
-    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let generated = Command::new("python3")
-        .arg(format!("{repo}/deploy/local/demo_ledger.py"))
-        .args(["--cluster", "chaos"])
-        .output()
-        .unwrap();
-    assert!(generated.status.success());
+    let ledger = demo_month("month", "chaos");
     let ledger_path = work.path().join("ledger.ndjson");
-    std::fs::write(&ledger_path, &generated.stdout).unwrap();
-    let ledger = String::from_utf8(generated.stdout).unwrap();
-    let offline = Command::new(binary("gpuledger-processor"))
-        .args(["statement", "--ledger", ledger_path.to_str().unwrap()])
-        .args(["--period", "2026-11"])
-        .output()
-        .unwrap();
-    assert!(offline.status.success());
-    let offline: serde_json::Value = serde_json::from_slice(&offline.stdout).unwrap();
+    std::fs::write(&ledger_path, &ledger).unwrap();
+    let offline = offline_statement(&ledger_path, "2026-11");
 
     let mut run = 1;
     let (mut live, mut api) = processor(&bootstrap, &prefix, work.path(), run);
@@ -122,7 +110,12 @@ async fn kafka_chaos_processor_kills_and_a_broker_restart_leave_the_statement_un
          FROM ledger_events",
     )
     .unwrap();
-    assert_eq!(events[0]["ids"], lines.len(), "{events:?}");
+    // (The simulator's inventory is in the setup too, with the same ids.)
+    let ids: std::collections::BTreeSet<String> = lines
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event_id"].to_string())
+        .collect();
+    assert_eq!(events[0]["ids"], ids.len(), "{events:?}");
     assert_eq!(events[0]["n"], events[0]["placed"], "{events:?}");
     live.kill();
     query.kill();

@@ -1,15 +1,18 @@
-//! The demo's month, two ways: through the real broker, the processor's
-//! four ledger partitions, the Parquet history and the query service; and
-//! recomputed offline from the same NDJSON by `gpuledger-processor
-//! statement` (one partition, no Kafka, no history). The two statements
-//! must be identical to the cent, every line and breakdown.
+//! The demo's month, two ways: live — the company's events through the
+//! control API, the simulated collectors' month at accelerated time straight
+//! into the real broker, the processor's four ledger partitions, the Parquet
+//! history and the query service —; and recomputed offline from the same
+//! events by `gpuledger-processor statement` (one partition, no Kafka, no
+//! history). The two statements must be identical to the cent, every line
+//! and breakdown; only `idle_allocated` needs the samples, which the
+//! offline recomputation does not read.
 
 use std::process::Command;
 use std::time::Duration;
 
 use gpuledger_tests::{
-    WorkDir, binary, create_topics, eventually, post, require_broker, simulate, sql,
-    start_ledger_processor, start_query, unique_prefix, wait_for_month_end,
+    WorkDir, create_topics, demo_month, eventually, offline_statement, post, require_broker,
+    simulate, sql, start_ledger_processor, start_query, unique_prefix, wait_for_month_end,
 };
 
 const ADMIN: &str = "admin-secret-demo-statement";
@@ -21,46 +24,25 @@ async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
     create_topics(&bootstrap, &prefix, 4).await;
     let work = WorkDir::new("demo-statement");
     let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let generated = Command::new("python3")
-        .arg(format!("{repo}/deploy/local/demo_ledger.py"))
-        .args(["--cluster", "demo-test"])
-        .output()
-        .unwrap();
-    assert!(
-        generated.status.success(),
-        "{}",
-        String::from_utf8_lossy(&generated.stderr)
-    );
-    let ledger_path = work.path().join("ledger.ndjson");
-    std::fs::write(&ledger_path, &generated.stdout).unwrap();
-    let ledger = String::from_utf8(generated.stdout).unwrap();
+    let cluster = "demo-test";
 
-    // Offline.
-    let offline = Command::new(binary("gpuledger-processor"))
-        .args([
-            "statement",
-            "--ledger",
-            ledger_path.to_str().unwrap(),
-            "--period",
-            "2026-11",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        offline.status.success(),
-        "{}",
-        String::from_utf8_lossy(&offline.stderr)
-    );
-    let offline: serde_json::Value = serde_json::from_slice(&offline.stdout).unwrap();
+    // Offline: the whole month as one ledger file.
+    let month_path = work.path().join("month.ndjson");
+    std::fs::write(&month_path, demo_month("month", cluster)).unwrap();
+    let offline = offline_statement(&month_path, "2026-11");
     // The month exercises the rules that matter.
-    let llm = offline["tenants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["tenant"] == "team-llm")
-        .unwrap();
+    let tenant = |name: &str| {
+        offline["tenants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["tenant"] == name)
+            .unwrap()
+            .clone()
+    };
     for line in [
         "compute_reserved",
+        "compute_quota",
         "compute_burst",
         "reservation_unused",
         "health_credit",
@@ -69,10 +51,16 @@ async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
         "data_movement",
         "overhead",
     ] {
+        let llm = tenant("team-llm");
         assert_ne!(llm["lines"][line], "0.00", "{line} is zero: {llm}");
     }
+    for name in ["team-research", "team-vision", "team-search"] {
+        let t = tenant(name);
+        assert_ne!(t["lines"]["compute_quota"], "0.00", "{t}");
+        assert_ne!(t["breakdown"]["retried_work"], "0.00", "{t}");
+    }
 
-    // Live.
+    // Live, as `make demo` runs it.
     let (mut processor, api) =
         start_ledger_processor(&bootstrap, &prefix, work.path(), ADMIN, "processor.log");
     let (mut query, base_url, postgres) = start_query(
@@ -80,17 +68,39 @@ async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
         &[],
         &work.path().join("query.log"),
     );
-    let lines: Vec<&str> = ledger.lines().collect();
-    for chunk in lines.chunks(1_000) {
-        let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), &chunk.join("\n"));
+    let post_events = |ndjson: &str| {
+        let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), ndjson);
         assert_eq!(status, 200, "{body}");
-    }
+    };
+    post_events(&demo_month("setup", cluster));
+    let settings = demo_month("sim-args", cluster);
+    let mut args: Vec<&str> = vec!["--cluster", cluster];
+    args.extend(settings.lines());
+    let simulated = simulate(&bootstrap, &prefix, &args);
+    post_events(&demo_month("close", cluster));
     wait_for_month_end(&base_url, 2);
-    let live: serde_json::Value = ureq::get(&format!("{base_url}/v1/statements?period=2026-11"))
-        .call()
-        .unwrap()
-        .into_json()
-        .unwrap();
+    eventually("the month's samples", Duration::from_secs(240), || {
+        let rows = sql(&base_url, "SELECT count(*) AS n FROM samples").ok()?;
+        (rows[0]["n"] == simulated["samples"]).then_some(())
+    });
+    let mut live: serde_json::Value =
+        ureq::get(&format!("{base_url}/v1/statements?period=2026-11"))
+            .call()
+            .unwrap()
+            .into_json()
+            .unwrap();
+    for t in live["tenants"].as_array_mut().unwrap() {
+        let idle = t["breakdown"]
+            .as_object_mut()
+            .unwrap()
+            .remove("idle_allocated");
+        let idle = idle.and_then(|v| v.as_str().map(str::to_owned));
+        assert!(
+            idle.as_deref().is_some_and(|v| v != "0.00"),
+            "{}: the samples show no idle time held",
+            t["tenant"]
+        );
+    }
     assert_eq!(live, offline);
 
     // Per job attempt, the same money: job_costs adds up to the compute and
@@ -151,32 +161,9 @@ async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
         );
     }
 
-    // The dashboards: the simulated lab fleet of the demo streams in too,
-    // then every panel's SQL, with Grafana's macros expanded as Grafana
-    // expands them, runs over the PostgreSQL protocol and must give rows of
-    // the shape its panel draws.
-    let simulated = simulate(
-        &bootstrap,
-        &prefix,
-        &[
-            "--cluster",
-            "demo-test",
-            "--pool",
-            "lab",
-            "--nodes",
-            "4",
-            "--gpus-per-node",
-            "2",
-            "--ticks",
-            "360",
-            "--start",
-            "2026-11-03T23:30:00Z",
-        ],
-    );
-    eventually("the lab's samples", Duration::from_secs(90), || {
-        let rows = sql(&base_url, "SELECT count(*) AS n FROM samples").ok()?;
-        (rows[0]["n"] == simulated["samples"]).then_some(())
-    });
+    // The dashboards: every panel's SQL, with Grafana's macros expanded as
+    // Grafana expands them, runs over the PostgreSQL protocol on the month
+    // and must give rows of the shape its panel draws.
     let (host, port) = postgres.rsplit_once(':').unwrap();
     let checked = Command::new(gpuledger_tests::python())
         .arg(format!("{repo}/tests/dashboards/check_panels.py"))

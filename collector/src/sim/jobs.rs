@@ -4,7 +4,7 @@
 use gpuledger_schemas::events::{AdmissionRequest, InventoryDevice, JobEvent, JobState};
 use gpuledger_schemas::{Event, Timestamp};
 
-use super::{FleetSpec, SimDevice, SplitMix64, envelope};
+use super::{FleetSpec, SimDevice, SplitMix64, TenantMix, envelope};
 
 /// What became of a job's admission request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +46,9 @@ pub(super) struct SimJob {
     pub(super) ending: JobState,
     /// Ticks of the idle stretch it is in.
     pub(super) idle_for: i64,
+    /// Its GPU fell off the bus: it hangs until its scheduler gives up on
+    /// it, and is not retried there.
+    pub(super) stranded: bool,
 }
 
 /// What one device's jobs do in one tick, and the ledger events they send.
@@ -54,6 +57,8 @@ pub(super) struct Jobs<'a> {
     pub(super) rng: &'a mut SplitMix64,
     pub(super) count: &'a mut u64,
     pub(super) node: &'a str,
+    pub(super) pool: &'a str,
+    pub(super) tenants: &'a TenantMix,
     pub(super) at: Timestamp,
     pub(super) out: &'a mut Vec<Event>,
     pub(super) admit: &'a mut dyn Admit,
@@ -65,7 +70,17 @@ impl Jobs<'_> {
     }
 
     /// A job ends, starts or runs on; the device's utilization follows.
-    pub(super) fn advance(&mut self, device: &mut SimDevice) {
+    /// On a failed GPU only a stranded job's time runs out.
+    pub(super) fn advance(&mut self, device: &mut SimDevice, gpu_failed: bool) {
+        if gpu_failed {
+            if let Some(job) = device.job.take_if(|j| {
+                j.ticks_left -= 1;
+                j.ticks_left <= 0
+            }) {
+                self.job_event(device, &job, job.ending);
+            }
+            return;
+        }
         let minute = self.spec.ticks(1);
         if let Some(job) = device.job.as_mut() {
             job.ticks_left -= 1;
@@ -73,7 +88,7 @@ impl Jobs<'_> {
         }
         if let Some(job) = device.job.take_if(|j| j.ticks_left <= 0) {
             self.job_event(device, &job, job.ending);
-            if job.ending == JobState::Failed && job.attempt < 3 {
+            if job.ending == JobState::Failed && job.attempt < 3 && !job.stranded {
                 // Retried at once on the same device.
                 self.retry(device, job);
                 return;
@@ -118,15 +133,19 @@ impl Jobs<'_> {
             ran: 0,
             ending: self.ending(),
             idle_for: minute,
+            stranded: false,
             ..failed
         };
         self.begin(device, job);
     }
 
-    /// A new job of a tenant picked at random takes the device.
+    /// A new job of a tenant picked at random, by weight, takes the device.
     fn start(&mut self, device: &mut SimDevice) {
+        let roll = self.rng.next();
+        let Some(tenant) = self.tenants.pick(roll).map(str::to_owned) else {
+            return;
+        };
         *self.count += 1;
-        let tenant = self.spec.tenants[self.below(self.spec.tenants.len() as u64) as usize].clone();
         let minutes = if self.below(4) == 0 {
             60 + self.below(300) as i64
         } else {
@@ -141,6 +160,7 @@ impl Jobs<'_> {
             ran: 0,
             ending: self.ending(),
             idle_for: 0,
+            stranded: false,
         };
         self.begin(device, job);
     }
@@ -159,7 +179,7 @@ impl Jobs<'_> {
         let inv = &device.inventory;
         let request_id = format!("{}-{}", job.job_id, job.attempt);
         let request = AdmissionRequest {
-            pool: self.spec.pool.clone(),
+            pool: self.pool.to_owned(),
             request_id,
             job_id: job.job_id.clone(),
             attempt: job.attempt,
@@ -184,15 +204,24 @@ impl Jobs<'_> {
     }
 
     fn job_event(&mut self, device: &SimDevice, job: &SimJob, state: JobState) {
-        let event = job_event(self.spec, self.node, self.at, &device.inventory, job, state);
+        let event = job_event(
+            self.spec,
+            self.pool,
+            self.node,
+            self.at,
+            &device.inventory,
+            job,
+            state,
+        );
         self.out.push(event);
     }
 }
 
 /// A `JobEvent` of `job` on `device`: `started` names the device; a
 /// completed attempt reports its work in `steps`.
-pub(super) fn job_event(
+fn job_event(
     spec: &FleetSpec,
+    pool: &str,
     node: &str,
     at: Timestamp,
     device: &InventoryDevice,
@@ -208,7 +237,7 @@ pub(super) fn job_event(
             at,
         ),
         JobEvent {
-            pool: spec.pool.clone(),
+            pool: pool.to_owned(),
             job_id: job.job_id.clone(),
             attempt: job.attempt,
             tenant: job.tenant.clone(),

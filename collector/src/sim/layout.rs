@@ -10,13 +10,77 @@ pub struct FleetLayout {
 }
 
 /// One node: its name, GPU model and GPUs, each a list of MIG profiles
-/// (`"3g.40gb"`; empty: a whole GPU).
+/// (`"3g.40gb"`; empty: a whole GPU); optionally its own pool and the
+/// tenants whose jobs run on it (otherwise `--pool` and `--tenants`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeLayout {
     pub name: String,
     pub model: String,
     pub gpus: Vec<Vec<String>>,
+    #[serde(default)]
+    pub pool: Option<String>,
+    #[serde(default)]
+    pub tenants: Option<TenantMix>,
+}
+
+/// Tenants and how often each one's job is the next to take a free device:
+/// `team-llm:3` is three times as likely as a tenant of weight 1 (the
+/// default, `team-llm`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(try_from = "Vec<String>")]
+pub struct TenantMix(Vec<(String, u64)>);
+
+impl TenantMix {
+    /// Reads `name` or `name:weight` items; a weight is a whole number
+    /// from 1 to 1000.
+    pub fn parse<S: AsRef<str>>(items: &[S]) -> Result<Self, String> {
+        let mut mix = Vec::new();
+        for item in items {
+            let item = item.as_ref();
+            let (name, weight) = match item.rsplit_once(':') {
+                Some((name, weight)) => {
+                    let weight = weight.parse().ok().filter(|w| (1..=1000).contains(w));
+                    let weight = weight.ok_or_else(|| {
+                        format!("tenant {item:?}: the weight after ':' must be a whole number from 1 to 1000")
+                    })?;
+                    (name, weight)
+                }
+                None => (item, 1),
+            };
+            if name.is_empty() || mix.iter().any(|(n, _)| n == name) {
+                return Err(format!("tenant {name:?} is empty or repeated"));
+            }
+            mix.push((name.to_owned(), weight));
+        }
+        Ok(Self(mix))
+    }
+
+    /// No tenants: nobody holds a device.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The tenant a draw of `roll` (any number) picks, by weight.
+    pub(super) fn pick(&self, roll: u64) -> Option<&str> {
+        let total: u64 = self.0.iter().map(|(_, w)| w).sum();
+        let mut left = roll % total.max(1);
+        for (name, weight) in &self.0 {
+            if left < *weight {
+                return Some(name);
+            }
+            left -= weight;
+        }
+        None
+    }
+}
+
+impl TryFrom<Vec<String>> for TenantMix {
+    type Error = String;
+
+    fn try_from(items: Vec<String>) -> Result<Self, String> {
+        Self::parse(&items)
+    }
 }
 
 /// The compute slices of a Hopper GPU.
@@ -43,6 +107,8 @@ impl FleetLayout {
                             }
                         })
                         .collect(),
+                    pool: None,
+                    tenants: None,
                 })
                 .collect(),
         }
@@ -55,11 +121,13 @@ impl FleetLayout {
         Ok(layout)
     }
 
-    /// Every name once, every GPU a model NVML names, every split one the
-    /// GPU can hold: profiles of 1, 2, 3, 4 or 7 slices adding up to at
-    /// most 7.
+    /// Every name once, every GPU a model NVML names, one model per pool,
+    /// every split one the GPU can hold: profiles of 1, 2, 3, 4 or 7 slices
+    /// adding up to at most 7.
     pub fn check(&self) -> Result<(), String> {
         let mut names = std::collections::BTreeSet::new();
+        // Per pool (`None`: the default one), the model of its first node.
+        let mut models = std::collections::BTreeMap::new();
         if self.nodes.is_empty() {
             return Err("the fleet has no nodes".to_owned());
         }
@@ -69,6 +137,16 @@ impl FleetLayout {
             }
             if node.model.is_empty() {
                 return Err(format!("node {}: model is empty", node.name));
+            }
+            if node.pool.as_deref() == Some("") {
+                return Err(format!("node {}: pool is empty", node.name));
+            }
+            let model = *models.entry(node.pool.as_deref()).or_insert(&node.model);
+            if *model != node.model {
+                return Err(format!(
+                    "node {}: a pool holds one GPU model, and its pool already has {model}",
+                    node.name
+                ));
             }
             for (g, split) in node.gpus.iter().enumerate() {
                 let mut slices = 0;

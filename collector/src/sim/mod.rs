@@ -22,23 +22,25 @@ use gpuledger_schemas::events::{
 use gpuledger_schemas::{Envelope, Event, Timestamp};
 
 pub use jobs::{Admission, Admit, Unasked};
-pub use layout::{FleetLayout, NodeLayout};
+pub use layout::{FleetLayout, NodeLayout, TenantMix};
 
-use jobs::{Jobs, SimJob, job_event};
+use jobs::{Jobs, SimJob};
 use layout::{MAX_SLICES, gpu_memory, mig_profile};
 
 /// The shape of the simulated fleet.
 #[derive(Debug, Clone)]
 pub struct FleetSpec {
     pub cluster: String,
+    /// The pool of nodes that do not name their own.
     pub pool: String,
     /// The nodes and their GPUs.
     pub layout: FleetLayout,
     pub interval_ms: i32,
     pub start: Timestamp,
     pub seed: u64,
-    /// Tenants whose jobs run on the fleet; none: nobody holds a device.
-    pub tenants: Vec<String>,
+    /// Tenants whose jobs run on nodes that do not name their own; none:
+    /// nobody holds those nodes' devices.
+    pub tenants: TenantMix,
     /// With tenants: XID faults per GPU per day.
     pub xid_per_gpu_day: f64,
 }
@@ -68,6 +70,8 @@ struct SimDevice {
 #[derive(Debug, Clone)]
 struct SimNode {
     name: String,
+    pool: String,
+    tenants: TenantMix,
     devices: Vec<SimDevice>,
     energy_mj: Vec<i64>,
     /// Per GPU: the tick it recovers at, while it is failed.
@@ -141,6 +145,8 @@ impl SimulatedFleet {
                     .collect();
                 SimNode {
                     name: node.name.clone(),
+                    pool: node.pool.clone().unwrap_or_else(|| spec.pool.clone()),
+                    tenants: node.tenants.clone().unwrap_or_else(|| spec.tenants.clone()),
                     devices,
                     energy_mj,
                     failed_until: vec![None; node.gpus.len()],
@@ -175,7 +181,7 @@ impl SimulatedFleet {
                         self.spec.start,
                     ),
                     NodeInventory {
-                        pool: self.spec.pool.clone(),
+                        pool: node.pool.clone(),
                         node: node.name.clone(),
                         devices: node.devices.iter().map(|d| d.inventory.clone()).collect(),
                     },
@@ -212,16 +218,19 @@ impl SimulatedFleet {
                 *energy += watts * i64::from(interval_ms);
                 power_by_gpu.insert(g, watts * 1000);
             }
-            if !self.spec.tenants.is_empty() {
+            if !node.tenants.is_empty() {
                 self.faults(node, at, &mut out);
             }
             for device in &mut node.devices {
-                if node.failed_until[device.gpu].is_some() {
+                let failed = node.failed_until[device.gpu].is_some();
+                if failed && device.job.is_none() {
                     // A GPU off the bus reports nothing.
                     continue;
                 }
-                node.seq += 1;
-                if self.spec.tenants.is_empty() {
+                if !failed {
+                    node.seq += 1;
+                }
+                if node.tenants.is_empty() {
                     if let Some(util) = device.util.as_mut() {
                         let step = (self.rng.next() % 21) as f32 - 10.0;
                         *util = (*util + step).clamp(0.0, 100.0);
@@ -232,15 +241,20 @@ impl SimulatedFleet {
                         rng: &mut self.rng,
                         count: &mut self.jobs,
                         node: &node.name,
+                        pool: &node.pool,
+                        tenants: &node.tenants,
                         at,
                         out: &mut out,
                         admit: &mut *admit,
                     };
-                    jobs.advance(device);
+                    jobs.advance(device, failed);
+                }
+                if failed {
+                    continue;
                 }
                 let inv = &device.inventory;
                 let busy = match (&device.job, device.util) {
-                    (None, _) if !self.spec.tenants.is_empty() => 0.02,
+                    (None, _) if !node.tenants.is_empty() => 0.02,
                     (_, Some(u)) => u / 100.0,
                     (Some(job), None) if job.idle_for > 0 => 0.3,
                     (Some(_), None) => 0.8,
@@ -257,7 +271,7 @@ impl SimulatedFleet {
                     ),
                     GpuSample {
                         node: node.name.clone(),
-                        pool: self.spec.pool.clone(),
+                        pool: node.pool.clone(),
                         device_uuid: inv.device_uuid.clone(),
                         parent_gpu_uuid: inv.parent_gpu_uuid.clone(),
                         model: inv.model.clone(),
@@ -312,7 +326,7 @@ impl SimulatedFleet {
                         at,
                     ),
                     DeviceHealth {
-                        pool: self.spec.pool.clone(),
+                        pool: node.pool.clone(),
                         node: node.name.clone(),
                         device_uuid: gpu_uuid.clone(),
                         state,
@@ -339,16 +353,14 @@ impl SimulatedFleet {
                         Some(79),
                         "XID 79: GPU has fallen off the bus",
                     ));
+                    // Its jobs hang: their schedulers notice within
+                    // five to fifteen minutes and fail them.
                     for device in node.devices.iter_mut().filter(|d| d.gpu == g) {
-                        if let Some(job) = device.job.take() {
-                            out.push(job_event(
-                                &self.spec,
-                                &node.name,
-                                at,
-                                &device.inventory,
-                                &job,
-                                JobState::Failed,
-                            ));
+                        if let Some(job) = device.job.as_mut() {
+                            let noticed = self.spec.ticks(5 + (self.rng.next() % 11) as i64);
+                            job.ticks_left = job.ticks_left.min(noticed);
+                            job.ending = JobState::Failed;
+                            job.stranded = true;
                         }
                         device.free_for = 0;
                     }
