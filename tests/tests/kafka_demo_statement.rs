@@ -1,21 +1,21 @@
-//! The demo's month, two ways: live — the company's events through the
-//! control API, the simulated collectors' month at accelerated time straight
-//! into the real broker, the processor's four ledger partitions, the Parquet
-//! history and the query service —; and recomputed offline from the same
-//! events by `gpuledger-processor statement` (one partition, no Kafka, no
-//! history). The two statements must be identical to the cent, every line
-//! and breakdown; only `idle_allocated` needs the samples, which the
-//! offline recomputation does not read.
+//! The demo, run as `make demo` runs it (`deploy/local/demo.sh`: the
+//! company's events through the control API, the simulated collectors'
+//! month at accelerated time into the real broker, the processor's four
+//! ledger partitions, the Parquet history, the query service), against the
+//! same month recomputed offline by `gpuledger-processor statement` (one
+//! partition, no Kafka, no history). The statement the demo prints, and
+//! the one the query service serves, must equal the offline one to the
+//! cent, every line and breakdown; only `idle_allocated` needs the samples,
+//! which the offline recomputation does not read.
 
-use std::process::Command;
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 
 use gpuledger_tests::{
-    WorkDir, create_topics, demo_month, eventually, offline_statement, post, require_broker,
-    simulate, sql, start_ledger_processor, start_query, unique_prefix, wait_for_month_end,
+    WorkDir, binary, create_topics, demo_month, offline_statement, require_broker, sql,
+    unique_prefix,
 };
-
-const ADMIN: &str = "admin-secret-demo-statement";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
@@ -60,29 +60,39 @@ async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
         assert_ne!(t["breakdown"]["retried_work"], "0.00", "{t}");
     }
 
-    // Live, as `make demo` runs it.
-    let (mut processor, api) =
-        start_ledger_processor(&bootstrap, &prefix, work.path(), ADMIN, "processor.log");
-    let (mut query, base_url, postgres) = start_query(
-        work.path().join("history"),
-        &[],
-        &work.path().join("query.log"),
+    // Live: `deploy/local/demo.sh` itself, on topics of its own, kept up
+    // (no DEMO_EXIT) so the services can be asked afterwards.
+    let demo = Demo::start(&prefix, &work);
+    let printed = &demo.statement;
+    for t in offline["tenants"].as_array().unwrap() {
+        let name = t["tenant"].as_str().unwrap();
+        for (line, amount) in t["lines"].as_object().unwrap() {
+            assert_eq!(
+                printed[&(name.to_owned(), line.clone())],
+                *amount,
+                "{name} {line}"
+            );
+        }
+        for key in ["failed_work", "retried_work", "cost_per_completed_job"] {
+            let key = key.to_owned();
+            assert_eq!(
+                printed[&(name.to_owned(), key.clone())],
+                t["breakdown"][&key],
+                "{name}"
+            );
+        }
+        let jobs = printed[&(name.to_owned(), "completed_jobs".to_owned())].as_str();
+        assert_eq!(
+            jobs.map(str::parse::<u64>),
+            Some(Ok(t["breakdown"]["completed_jobs"].as_u64().unwrap()))
+        );
+    }
+    assert_eq!(
+        printed.len(),
+        offline["tenants"].as_array().unwrap().len() * (11 + 4),
+        "{printed:?}"
     );
-    let post_events = |ndjson: &str| {
-        let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), ndjson);
-        assert_eq!(status, 200, "{body}");
-    };
-    post_events(&demo_month("setup", cluster));
-    let settings = demo_month("sim-args", cluster);
-    let mut args: Vec<&str> = vec!["--cluster", cluster];
-    args.extend(settings.lines());
-    let simulated = simulate(&bootstrap, &prefix, &args);
-    post_events(&demo_month("close", cluster));
-    wait_for_month_end(&base_url, 2);
-    eventually("the month's samples", Duration::from_secs(240), || {
-        let rows = sql(&base_url, "SELECT count(*) AS n FROM samples").ok()?;
-        (rows[0]["n"] == simulated["samples"]).then_some(())
-    });
+    let base_url = demo.query_url.clone();
     let mut live: serde_json::Value =
         ureq::get(&format!("{base_url}/v1/statements?period=2026-11"))
             .call()
@@ -164,7 +174,7 @@ async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
     // The dashboards: every panel's SQL, with Grafana's macros expanded as
     // Grafana expands them, runs over the PostgreSQL protocol on the month
     // and must give rows of the shape its panel draws.
-    let (host, port) = postgres.rsplit_once(':').unwrap();
+    let (host, port) = (demo.pg_host.as_str(), demo.pg_port.as_str());
     let checked = Command::new(gpuledger_tests::python())
         .arg(format!("{repo}/tests/dashboards/check_panels.py"))
         .args([host, port])
@@ -176,6 +186,113 @@ async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
         String::from_utf8_lossy(&checked.stdout),
         String::from_utf8_lossy(&checked.stderr)
     );
-    processor.kill();
-    query.kill();
+    drop(demo);
+}
+
+/// `deploy/local/demo.sh` running, once it printed the month: its
+/// statement table, by (tenant, line), and where its services listen.
+struct Demo {
+    child: std::process::Child,
+    statement: BTreeMap<(String, String), serde_json::Value>,
+    query_url: String,
+    pg_host: String,
+    pg_port: String,
+}
+
+impl Demo {
+    fn start(prefix: &str, work: &WorkDir) -> Demo {
+        let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        // The binaries the tests run: <target>/debug/…
+        let target = binary("gpuledger-processor")
+            .parent()
+            .and_then(|p| p.parent())
+            .unwrap()
+            .to_owned();
+        let mut child = Command::new(format!("{repo}/deploy/local/demo.sh"))
+            .env("CARGO_TARGET_DIR", target)
+            .env("GPULEDGER_TOPIC_PREFIX", prefix)
+            .env_remove("DEMO_EXIT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(work.path().join("demo.err")).unwrap())
+            .spawn()
+            .expect("demo.sh starts");
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut lines = Vec::new();
+        for line in stdout.lines().map_while(Result::ok) {
+            let done = line.contains("Services stay up");
+            lines.push(line);
+            if done {
+                break;
+            }
+        }
+        let text = lines.join("\n");
+        std::fs::write(work.path().join("demo.out"), &text).unwrap();
+        assert!(
+            lines.last().is_some_and(|l| l.contains("Services stay up")),
+            "the demo stopped early:\n{text}"
+        );
+        // The table: a header of tenants after "(USD)", then a line name and
+        // one amount per tenant on each row, up to the platform's line.
+        let header = lines
+            .iter()
+            .position(|l| l.trim_start().starts_with("(USD)"))
+            .expect("a statement table");
+        let tenants: Vec<String> = lines[header]
+            .split_whitespace()
+            .skip(1)
+            .map(str::to_owned)
+            .collect();
+        let mut statement = BTreeMap::new();
+        for row in &lines[header + 1..] {
+            let cells: Vec<&str> = row.split_whitespace().collect();
+            if cells.first().is_some_and(|c| c.starts_with("platform:")) {
+                break;
+            }
+            if cells.len() != tenants.len() + 1 || cells[0].starts_with('-') {
+                continue;
+            }
+            for (tenant, amount) in tenants.iter().zip(&cells[1..]) {
+                statement.insert(
+                    (tenant.clone(), cells[0].to_owned()),
+                    serde_json::json!(amount),
+                );
+            }
+        }
+        let after = |marker: &str| {
+            lines
+                .iter()
+                .find_map(|l| l.split_once(marker).map(|(_, rest)| rest.trim().to_owned()))
+                .unwrap_or_else(|| panic!("the demo printed no {marker:?}:\n{text}"))
+        };
+        let sql_line = after("SQL API:");
+        let query_url = sql_line
+            .rsplit(' ')
+            .next()
+            .and_then(|u| u.strip_suffix("/v1/sql"))
+            .expect("the SQL API's address")
+            .to_owned();
+        let psql: Vec<String> = after("PostgreSQL:")
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        let flag = |f: &str| psql[psql.iter().position(|a| a == f).unwrap() + 1].clone();
+        Demo {
+            child,
+            statement,
+            query_url,
+            pg_host: flag("-h"),
+            pg_port: flag("-p"),
+        }
+    }
+}
+
+impl Drop for Demo {
+    /// Stops the demo as Ctrl-C would: its trap stops the services.
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
 }
