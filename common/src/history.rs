@@ -1,14 +1,24 @@
 //! Where the Parquet history lives: one flag shared by the services that
-//! write it and read it, and the listing of a table's files.
+//! write it and read it, and the listing, writing and removal of a table's
+//! files under a local folder or (feature `object-store`) an `s3://` URL.
+
+#[cfg(feature = "object-store")]
+mod object;
 
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use clap::Args;
+
+#[cfg(feature = "object-store")]
+pub use object::ObjectRoot;
 
 /// The history root.
 #[derive(Debug, Clone, Args)]
 pub struct HistoryArgs {
-    /// Root folder of the Parquet history.
+    /// Root of the Parquet history: a local folder, or `s3://bucket/prefix`
+    /// (credentials, region and endpoint from the usual `AWS_*`
+    /// environment variables; see docs/history.md).
     #[arg(
         long = "history-root",
         env = "GPULEDGER_HISTORY_ROOT",
@@ -17,8 +27,156 @@ pub struct HistoryArgs {
     pub root: PathBuf,
 }
 
-/// Every file in the day folders of `table`: its path and file name. A
-/// missing table has none.
+impl HistoryArgs {
+    /// The root the flag names; an object-store URL this build cannot use,
+    /// or one that does not parse, is an error naming it.
+    pub fn open(&self) -> Result<HistoryRoot, String> {
+        HistoryRoot::parse(&self.root.to_string_lossy())
+    }
+}
+
+/// A history root: a local folder or a prefix in an object store.
+#[derive(Debug, Clone)]
+pub enum HistoryRoot {
+    Local(PathBuf),
+    #[cfg(feature = "object-store")]
+    Object(std::sync::Arc<ObjectRoot>),
+}
+
+/// One history file, as a listing gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryFile {
+    /// The day folder's date, `YYYY-MM-DD`.
+    pub date: String,
+    /// The file name.
+    pub name: String,
+    pub size: u64,
+    pub modified: Option<SystemTime>,
+}
+
+impl HistoryRoot {
+    /// `s3://bucket/prefix` or a local path.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text.contains("://") {
+            #[cfg(feature = "object-store")]
+            return ObjectRoot::parse(text).map(|r| HistoryRoot::Object(std::sync::Arc::new(r)));
+            #[cfg(not(feature = "object-store"))]
+            return Err(format!(
+                "history root {text}: this build reads local folders only"
+            ));
+        }
+        Ok(HistoryRoot::Local(PathBuf::from(text)))
+    }
+
+    /// The local folder, if the history is local.
+    pub fn local(&self) -> Option<&Path> {
+        match self {
+            HistoryRoot::Local(path) => Some(path),
+            #[cfg(feature = "object-store")]
+            HistoryRoot::Object(_) => None,
+        }
+    }
+
+    /// Every file in the day folders of `table` (none for a missing table).
+    pub fn files(&self, table: &str) -> std::io::Result<Vec<HistoryFile>> {
+        match self {
+            HistoryRoot::Local(root) => {
+                let mut out = Vec::new();
+                for (path, name) in day_files(root, table)? {
+                    let Some(date) = day_of(&path) else { continue };
+                    // A file removed since the folder was read is not listed.
+                    let Ok(meta) = std::fs::metadata(&path) else {
+                        continue;
+                    };
+                    out.push(HistoryFile {
+                        date,
+                        name,
+                        size: meta.len(),
+                        modified: meta.modified().ok(),
+                    });
+                }
+                Ok(out)
+            }
+            #[cfg(feature = "object-store")]
+            HistoryRoot::Object(root) => root.files(table),
+        }
+    }
+
+    /// Stores `bytes` as `<table>/date=<date>/<name>`, durably and whole:
+    /// a reader sees all of it or nothing. Locally: a temporary name,
+    /// fsync, rename, fsync of the folder, under the table's shared lock
+    /// (compaction takes it exclusively).
+    pub fn put(&self, table: &str, date: &str, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            HistoryRoot::Local(root) => {
+                let lock = lock_file(root, table)?;
+                lock.lock_shared()?;
+                let dir = day_dir(root, table, date);
+                std::fs::create_dir_all(&dir)?;
+                let tmp = dir.join(format!(".{name}.tmp"));
+                let mut file = std::fs::File::create(&tmp)?;
+                std::io::Write::write_all(&mut file, bytes)?;
+                file.sync_all()?;
+                drop(file);
+                std::fs::rename(&tmp, dir.join(name))?;
+                std::fs::File::open(&dir)?.sync_all()?;
+                Ok(())
+            }
+            #[cfg(feature = "object-store")]
+            HistoryRoot::Object(root) => root.put(table, date, name, bytes.to_vec()),
+        }
+    }
+
+    /// Removes `<table>/date=<date>/<name>`; a file already gone is fine.
+    pub fn remove(&self, table: &str, date: &str, name: &str) -> std::io::Result<()> {
+        match self {
+            HistoryRoot::Local(root) => {
+                match std::fs::remove_file(day_dir(root, table, date).join(name)) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                    _ => Ok(()),
+                }
+            }
+            #[cfg(feature = "object-store")]
+            HistoryRoot::Object(root) => root.remove(table, date, name),
+        }
+    }
+}
+
+impl std::fmt::Display for HistoryRoot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HistoryRoot::Local(path) => write!(f, "{}", path.display()),
+            #[cfg(feature = "object-store")]
+            HistoryRoot::Object(root) => write!(f, "{}", root.url()),
+        }
+    }
+}
+
+/// The folder of one day of one table: `<root>/<table>/date=YYYY-MM-DD`.
+pub fn day_dir(root: &Path, table: &str, date: &str) -> PathBuf {
+    root.join(table).join(format!("date={date}"))
+}
+
+/// The table's lock file in a local history; writers take it shared,
+/// compaction exclusive.
+pub fn lock_file(root: &Path, table: &str) -> std::io::Result<std::fs::File> {
+    let dir = root.join(table);
+    std::fs::create_dir_all(&dir)?;
+    std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(".lock"))
+}
+
+/// The date of the day folder a file sits in.
+fn day_of(path: &Path) -> Option<String> {
+    let folder = path.parent()?.file_name()?.to_str()?;
+    folder.strip_prefix("date=").map(str::to_owned)
+}
+
+/// Every file in the day folders of `table` in a local history: its path
+/// and file name. A missing table has none.
 pub fn day_files(root: &Path, table: &str) -> std::io::Result<Vec<(PathBuf, String)>> {
     let mut out = Vec::new();
     let days = match std::fs::read_dir(root.join(table)) {
@@ -38,4 +196,39 @@ pub fn day_files(root: &Path, table: &str) -> std::io::Result<Vec<(PathBuf, Stri
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_local_root_puts_lists_and_removes_whole_files() {
+        let dir = std::env::temp_dir().join(format!("gpuledger-history-{}", std::process::id()));
+        let root = HistoryRoot::parse(dir.to_str().unwrap()).unwrap();
+        assert_eq!(root.local(), Some(dir.as_path()));
+        assert!(root.files("t").unwrap().is_empty());
+        root.put("t", "2026-11-01", "a.parquet", b"abc").unwrap();
+        let files = root.files("t").unwrap();
+        assert_eq!(files.len(), 1, "no temporary file is left: {files:?}");
+        assert_eq!(
+            (
+                files[0].date.as_str(),
+                files[0].name.as_str(),
+                files[0].size
+            ),
+            ("2026-11-01", "a.parquet", 3)
+        );
+        root.remove("t", "2026-11-01", "a.parquet").unwrap();
+        root.remove("t", "2026-11-01", "a.parquet").unwrap();
+        assert!(root.files("t").unwrap().is_empty());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[cfg(not(feature = "object-store"))]
+    #[test]
+    fn an_object_store_url_needs_the_feature() {
+        let e = HistoryRoot::parse("s3://bucket/history").unwrap_err();
+        assert!(e.contains("local folders only"), "{e}");
+    }
 }

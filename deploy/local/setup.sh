@@ -7,8 +7,9 @@
 #     python3-venv;
 #   - a Python environment with confluent-kafka and fastavro (wire-format
 #     interop tests), duckdb and pyarrow (reading the Parquet history as
-#     other engines do) and psycopg (the PostgreSQL wire protocol from
-#     Python) in ~/.cache/gpuledger/venv;
+#     other engines do), psycopg (the PostgreSQL wire protocol from
+#     Python) and moto's server (an S3 endpoint for the object-store
+#     history test) in ~/.cache/gpuledger/venv;
 #   - the Kafka broker jars (deploy/local/kafka.sh fetch).
 set -euo pipefail
 
@@ -38,7 +39,7 @@ fi
 
 command -v cargo >/dev/null || { say "cargo is missing: install Rust 1.94 or later (https://rustup.rs)"; exit 1; }
 
-python_packages=(confluent-kafka==2.16.1 fastavro==1.13.1 duckdb==2.0.1 pyarrow==26.0.1 'psycopg[binary]==3.3.9')
+python_packages=(confluent-kafka==2.16.1 fastavro==1.13.1 duckdb==2.0.1 pyarrow==26.0.1 'psycopg[binary]==3.3.9' 'moto[server]==5.2.5')
 stamp="$venv/.installed-$(printf '%s ' "${python_packages[@]}" | md5sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   say "creating the Python environment in $venv"

@@ -9,6 +9,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+
+use gpuledger_common::history::HistoryRoot;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -53,7 +55,7 @@ pub struct LedgerWorkerConfig {
     pub snapshot_every: u64,
     /// Where `ledger_events`, `decisions` and `allocations` are written;
     /// `None` writes no history.
-    pub history_root: Option<PathBuf>,
+    pub history_root: Option<HistoryRoot>,
     /// How long history rows may wait before they are written.
     pub history_flush: Duration,
     /// Told of every committed `BurstTriggered` decision.

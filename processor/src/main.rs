@@ -307,10 +307,16 @@ async fn main() -> anyhow::Result<()> {
             } else {
                 args.tables
             };
+            let root = args.history.open().map_err(anyhow::Error::msg)?;
+            let root = root.local().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "compact merges local history only: an object store has no atomic swap of a day's files"
+                )
+            })?;
             let mut out = std::io::stdout().lock();
             for table in &tables {
-                for date in compact::closed_days(&args.history.root, table, &before)? {
-                    let done = compact::compact_day(&args.history.root, table, &date)?;
+                for date in compact::closed_days(root, table, &before)? {
+                    let done = compact::compact_day(root, table, &date)?;
                     writeln!(
                         out,
                         "{table} {date}: {} files -> {} ({} rows)",
@@ -325,7 +331,7 @@ async fn main() -> anyhow::Result<()> {
                     .parse()
                     .map_err(|e| anyhow::anyhow!("--start {}: {e}", args.start))?;
             let config = generate::GenerateConfig {
-                history_root: args.history.root,
+                history_root: args.history.open().map_err(anyhow::Error::msg)?,
                 gpus: args.gpus,
                 days: args.days,
                 interval_s: args.interval_s,
@@ -366,6 +372,7 @@ async fn main() -> anyhow::Result<()> {
             )?;
         }
         Command::Run(args) => {
+            let history = args.history.open().map_err(anyhow::Error::msg)?;
             let ledger = LedgerWorkerConfig {
                 kafka: args.kafka.clone(),
                 group_id: format!("{}-ledger", args.group_id),
@@ -379,7 +386,7 @@ async fn main() -> anyhow::Result<()> {
                 cluster: args.cluster.clone(),
                 state_dir: Some(args.state_dir.clone()),
                 snapshot_every: args.snapshot_every.max(1),
-                history_root: Some(args.history.root.clone()),
+                history_root: Some(history.clone()),
                 history_flush: Duration::from_millis(args.flush_interval_ms),
                 burst_hook: args.burst_webhook.clone().map(|url| {
                     BurstHook::spawn(BurstHookConfig {
@@ -393,7 +400,7 @@ async fn main() -> anyhow::Result<()> {
             let config = TelemetryWriterConfig {
                 kafka: args.kafka.clone(),
                 group_id: args.group_id,
-                history_root: args.history.root,
+                history_root: history,
                 rolling: RollingPolicy {
                     max_rows: args.flush_rows,
                     max_age: Duration::from_millis(args.flush_interval_ms),

@@ -9,8 +9,8 @@
 //! its samples file; a roll-up a crash left without its samples file is
 //! removed on start, as the records it summed will be read again.
 
+use gpuledger_common::history::HistoryRoot;
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use gpuledger_common::kafka::{DeadLetters, KafkaArgs};
@@ -39,7 +39,7 @@ pub struct RollingPolicy {
 pub struct TelemetryWriterConfig {
     pub kafka: KafkaArgs,
     pub group_id: String,
-    pub history_root: PathBuf,
+    pub history_root: HistoryRoot,
     pub rolling: RollingPolicy,
 }
 
@@ -116,7 +116,7 @@ pub async fn run(config: &TelemetryWriterConfig, mut shutdown: Shutdown) -> Resu
     let mut buffers: HashMap<i32, PartitionBuffer> = HashMap::new();
     let mut writing: Option<Writing> = None;
     let mut ticker = tokio::time::interval(config.rolling.max_age.min(Duration::from_secs(1)));
-    tracing::info!(%topic, root = %config.history_root.display(), "telemetry writer started");
+    tracing::info!(%topic, root = %config.history_root, "telemetry writer started");
 
     loop {
         tokio::select! {

@@ -2,7 +2,6 @@
 //! with a typed `date` partition column. Files are listed at every scan, so
 //! new files show up in the next query.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
@@ -11,16 +10,29 @@ use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
 };
 use datafusion::error::Result;
+use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::prelude::SessionContext;
+use gpuledger_common::history::HistoryRoot;
 use gpuledger_schemas::tables;
 
-/// Registers every history table found under `root` (created if missing,
-/// so the service can start before the first file is written).
-pub fn register_history(ctx: &SessionContext, root: &Path) -> Result<()> {
+/// Registers every history table under `root` (a local table's folder is
+/// created if missing, so the service can start before the first file is
+/// written; an object store lists an empty prefix as no files).
+pub fn register_history(ctx: &SessionContext, root: &HistoryRoot) -> Result<()> {
     for (table, schema) in tables::all() {
-        let dir = root.join(table);
-        std::fs::create_dir_all(&dir)?;
-        let url = ListingTableUrl::parse(format!("{}/", dir.canonicalize()?.display()))?;
+        let url = match root {
+            HistoryRoot::Local(root) => {
+                let dir = root.join(table);
+                std::fs::create_dir_all(&dir)?;
+                ListingTableUrl::parse(format!("{}/", dir.canonicalize()?.display()))?
+            }
+            HistoryRoot::Object(object) => {
+                let (store_url, store) = object.store();
+                let store_url = ObjectStoreUrl::parse(store_url)?;
+                ctx.register_object_store(store_url.as_ref(), store);
+                ListingTableUrl::parse(object.table_url(table))?
+            }
+        };
         let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
             .with_file_extension(".parquet")
             .with_table_partition_cols(vec![(tables::DATE_PARTITION.to_owned(), DataType::Date32)]);

@@ -14,8 +14,8 @@ pub mod statements;
 mod telemetry;
 pub mod views;
 
+use gpuledger_common::history::HistoryRoot;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use datafusion::execution::cache::cache_manager::CacheManagerConfig;
@@ -40,8 +40,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Settings of the query service.
 #[derive(Debug, Clone)]
 pub struct QueryConfig {
-    /// Root folder of the Parquet history.
-    pub history_root: PathBuf,
+    /// Root of the Parquet history.
+    pub history_root: HistoryRoot,
     /// Address of the HTTP API (`127.0.0.1:0` picks a free port).
     pub listen: SocketAddr,
     /// Address of the PostgreSQL wire protocol, if it is served.
@@ -56,10 +56,7 @@ pub struct QueryConfig {
 }
 
 /// A session with the history tables registered, under `memory_bytes`.
-pub async fn session(
-    history_root: &std::path::Path,
-    memory_bytes: usize,
-) -> Result<SessionContext> {
+pub async fn session(history_root: &HistoryRoot, memory_bytes: usize) -> Result<SessionContext> {
     let mut config = SessionConfig::new()
         .with_information_schema(true)
         .with_extension(Arc::new(statements::RecordedCache::new(history_root)));
@@ -145,7 +142,7 @@ pub async fn run(
     tracing::info!(
         http = %bound.http,
         postgres = ?bound.postgres,
-        root = %config.history_root.display(),
+        root = %config.history_root,
         "query service listening"
     );
     on_bound(bound);

@@ -90,7 +90,7 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
             let config = QueryConfig {
-                history_root: args.history.root,
+                history_root: args.history.open().map_err(anyhow::Error::msg)?,
                 listen: args.listen,
                 pg_listen: args.pg_listen.0,
                 memory_limit_bytes: args.memory_limit_mb * 1024 * 1024,

@@ -12,11 +12,10 @@ use datafusion::arrow::datatypes::TimestampMicrosecondType;
 use datafusion::prelude::SessionContext;
 use gpuledger_schemas::billing::{self, Facts, Period, Segment, Statement};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use gpuledger_common::history::day_files;
+use gpuledger_common::history::HistoryRoot;
 use gpuledger_schemas::{Event, Timestamp, tables};
 
 /// Why a statement could not be given.
@@ -121,23 +120,18 @@ const READ: [&str; 5] = [
     tables::samples::TABLE,
 ];
 
-/// Every history file statements read: path, length and modification
-/// time. History files are written once under their final name and never
-/// changed (compaction replaces them with new names), so the same listing
-/// means the same rows.
-type Listing = Vec<(PathBuf, u64, Option<SystemTime>)>;
+/// Every history file statements read: table, day, name, length and
+/// modification time. History files are written once under their final
+/// name and never changed (compaction replaces them with new names), so
+/// the same listing means the same rows.
+type Listing = Vec<(&'static str, String, String, u64, Option<SystemTime>)>;
 
-fn listing(root: &Path) -> std::io::Result<Listing> {
+fn listing(root: &HistoryRoot) -> std::io::Result<Listing> {
     let mut out = Listing::new();
     for table in READ {
-        for (path, name) in day_files(root, table)? {
-            if name.ends_with(".parquet") && !name.starts_with('.') {
-                // A file compaction just replaced is simply gone.
-                match std::fs::metadata(&path) {
-                    Ok(meta) => out.push((path, meta.len(), meta.modified().ok())),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
-                }
+        for file in root.files(table)? {
+            if file.name.ends_with(".parquet") && !file.name.starts_with('.') {
+                out.push((table, file.date, file.name, file.size, file.modified));
             }
         }
     }
@@ -151,15 +145,15 @@ fn listing(root: &Path) -> std::io::Result<Listing> {
 /// installed as an extension of the session's configuration.
 #[derive(Debug)]
 pub struct RecordedCache {
-    root: PathBuf,
+    root: HistoryRoot,
     kept: tokio::sync::Mutex<Option<(Listing, Arc<Recorded>)>>,
 }
 
 impl RecordedCache {
     /// A cache over the history under `root`.
-    pub fn new(root: &Path) -> Self {
+    pub fn new(root: &HistoryRoot) -> Self {
         Self {
-            root: root.to_owned(),
+            root: root.clone(),
             kept: tokio::sync::Mutex::new(None),
         }
     }

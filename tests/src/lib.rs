@@ -291,9 +291,20 @@ pub struct Service {
 impl Service {
     /// Starts `name` with `args`; stderr goes to `log`.
     pub fn start(name: &'static str, args: &[&str], log: &std::path::Path) -> Service {
+        Self::start_with_env(name, args, &[], log)
+    }
+
+    /// [`Service::start`] with `env` added to the environment.
+    pub fn start_with_env(
+        name: &'static str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        log: &std::path::Path,
+    ) -> Service {
         let log = std::fs::File::create(log).expect("log file");
         let child = Command::new(binary(name))
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log)

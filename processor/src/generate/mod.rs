@@ -26,6 +26,8 @@ mod samples;
 
 use std::path::PathBuf;
 
+use gpuledger_common::history::HistoryRoot;
+
 use gpuledger_schemas::{Event, Timestamp};
 
 use crate::{Error, Result};
@@ -43,7 +45,7 @@ const POOLS: [(&str, &str, i64); 2] = [
 /// What to generate.
 #[derive(Debug, Clone)]
 pub struct GenerateConfig {
-    pub history_root: PathBuf,
+    pub history_root: HistoryRoot,
     /// GPUs in the fleet (rounded up to whole nodes of 8).
     pub gpus: usize,
     /// Days from `start`.

@@ -223,14 +223,9 @@ pub(super) fn samples_of_fleet(
                         let date =
                             Timestamp::from_micros(start + day * 86_400 * MICROS).date_string();
                         write_file(&config.history_root, hourly::TABLE, &date, &name, &rolled)?;
-                        write_file(&config.history_root, samples::TABLE, &date, &name, &batch)?;
-                        let path = crate::history::layout::day_dir(
-                            &config.history_root,
-                            samples::TABLE,
-                            &date,
-                        )
-                        .join(name.render());
-                        written_bytes.fetch_add(std::fs::metadata(path)?.len(), Ordering::Relaxed);
+                        let bytes =
+                            write_file(&config.history_root, samples::TABLE, &date, &name, &batch)?;
+                        written_bytes.fetch_add(bytes, Ordering::Relaxed);
                         let done =
                             done_rows.fetch_add(rows as u64, Ordering::Relaxed) + rows as u64;
                         bar.show(done);

@@ -37,16 +37,7 @@ pub struct DayCompaction {
     pub rows: u64,
 }
 
-/// The table's lock file; writers take it shared, compaction exclusive.
-pub fn lock_file(root: &Path, table: &str) -> std::io::Result<File> {
-    let dir = root.join(table);
-    std::fs::create_dir_all(&dir)?;
-    File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(".lock"))
-}
+pub use gpuledger_common::history::lock_file;
 
 /// The days of `table` strictly before `before` (`YYYY-MM-DD`).
 pub fn closed_days(root: &Path, table: &str, before: &str) -> std::io::Result<Vec<String>> {

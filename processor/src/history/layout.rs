@@ -1,9 +1,8 @@
 //! Where history files live and what their names say.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 
-use gpuledger_common::history::day_files;
+use gpuledger_common::history::HistoryRoot;
 
 /// The parts of a history file name:
 /// `<topic>-<partition>-<first offset>-<last offset>.parquet`.
@@ -41,20 +40,17 @@ impl FileName {
     }
 }
 
-/// The folder of one day of one table: `<root>/<table>/date=YYYY-MM-DD`.
-pub fn day_dir(root: &Path, table: &str, date: &str) -> PathBuf {
-    root.join(table).join(format!("date={date}"))
-}
+pub use gpuledger_common::history::day_dir;
 
 /// The highest offset already durable per partition of `topic` in `table`.
 pub fn durable_offsets(
-    root: &Path,
+    root: &HistoryRoot,
     table: &str,
     topic: &str,
 ) -> std::io::Result<HashMap<i32, i64>> {
     let mut out = HashMap::new();
-    for (_, file) in day_files(root, table)? {
-        let Some(name) = FileName::parse(&file) else {
+    for file in root.files(table)? {
+        let Some(name) = FileName::parse(&file.name) else {
             continue;
         };
         if name.topic == topic {
@@ -71,35 +67,36 @@ pub fn durable_offsets(
 /// are read again and the files written anew. Returns how many were
 /// removed.
 pub fn remove_beyond(
-    root: &Path,
+    root: &HistoryRoot,
     table: &str,
     topic: &str,
     frontier: &HashMap<i32, i64>,
 ) -> std::io::Result<usize> {
     let mut removed = 0;
-    for (path, file) in day_files(root, table)? {
-        let Some(name) = FileName::parse(&file) else {
+    for file in root.files(table)? {
+        let Some(name) = FileName::parse(&file.name) else {
             continue;
         };
         let beyond = frontier
             .get(&name.partition)
             .is_none_or(|f| name.first_offset > *f);
         if name.topic == topic && beyond {
-            tracing::warn!(file = %path.display(), "removing a file of an unfinished write");
-            std::fs::remove_file(path)?;
+            tracing::warn!(%table, date = %file.date, file = %file.name, "removing a file of an unfinished write");
+            root.remove(table, &file.date, &file.name)?;
             removed += 1;
         }
     }
     Ok(removed)
 }
 
-/// Removes temporary files a crash left behind in `table` (a write that
-/// never reached its rename). Returns how many were removed.
-pub fn remove_leftovers(root: &Path, table: &str) -> std::io::Result<usize> {
+/// Removes temporary files a crash left behind in `table` (a local write
+/// that never reached its rename; object stores have none). Returns how
+/// many were removed.
+pub fn remove_leftovers(root: &HistoryRoot, table: &str) -> std::io::Result<usize> {
     let mut removed = 0;
-    for (path, file) in day_files(root, table)? {
-        if file.starts_with('.') && file.ends_with(".parquet.tmp") {
-            std::fs::remove_file(path)?;
+    for file in root.files(table)? {
+        if file.name.starts_with('.') && file.name.ends_with(".parquet.tmp") {
+            root.remove(table, &file.date, &file.name)?;
             removed += 1;
         }
     }
@@ -127,7 +124,8 @@ mod tests {
 
     #[test]
     fn durable_offsets_take_the_highest_per_partition() {
-        let root = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = HistoryRoot::Local(dir.path().to_owned());
         for (date, file) in [
             ("2026-11-01", "t-0-0-9.parquet"),
             ("2026-11-02", "t-0-10-19.parquet"),
@@ -135,18 +133,14 @@ mod tests {
             ("2026-11-02", "other-0-0-99.parquet"),
             ("2026-11-02", ".t-0-20-29.parquet.tmp"),
         ] {
-            let dir = day_dir(root.path(), "samples", date);
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join(file), b"").unwrap();
+            let day = day_dir(dir.path(), "samples", date);
+            std::fs::create_dir_all(&day).unwrap();
+            std::fs::write(day.join(file), b"").unwrap();
         }
-        let offsets = durable_offsets(root.path(), "samples", "t").unwrap();
+        let offsets = durable_offsets(&root, "samples", "t").unwrap();
         assert_eq!(offsets, HashMap::from([(0, 19), (1, 4)]));
-        assert_eq!(remove_leftovers(root.path(), "samples").unwrap(), 1);
-        assert_eq!(remove_leftovers(root.path(), "samples").unwrap(), 0);
-        assert!(
-            durable_offsets(root.path(), "nothing", "t")
-                .unwrap()
-                .is_empty()
-        );
+        assert_eq!(remove_leftovers(&root, "samples").unwrap(), 1);
+        assert_eq!(remove_leftovers(&root, "samples").unwrap(), 0);
+        assert!(durable_offsets(&root, "nothing", "t").unwrap().is_empty());
     }
 }

@@ -13,8 +13,8 @@
 //! flushes before every snapshot, so the state it restores is never ahead
 //! of the history.
 
+use gpuledger_common::history::HistoryRoot;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -66,7 +66,7 @@ struct Buffer {
 /// The ledger history of every partition this worker owns.
 #[derive(Debug)]
 pub struct LedgerHistory {
-    root: PathBuf,
+    root: HistoryRoot,
     topic: String,
     frontier: BTreeMap<i32, i64>,
     buffers: BTreeMap<i32, Buffer>,
@@ -75,7 +75,7 @@ pub struct LedgerHistory {
 impl LedgerHistory {
     /// Opens the history under `root` for `topic`: removes what a crash
     /// left behind and reads each partition's frontier.
-    pub fn open(root: &Path, topic: &str) -> Result<Self> {
+    pub fn open(root: &HistoryRoot, topic: &str) -> Result<Self> {
         for table in TABLES {
             remove_leftovers(root, table)?;
         }
@@ -85,7 +85,7 @@ impl LedgerHistory {
         }
         let frontier: BTreeMap<i32, i64> = durable.into_iter().collect();
         Ok(Self {
-            root: root.to_owned(),
+            root: root.clone(),
             topic: topic.to_owned(),
             frontier,
             buffers: BTreeMap::new(),

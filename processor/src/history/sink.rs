@@ -1,15 +1,14 @@
-//! Writing one Parquet file durably: temporary name, fsync, rename, fsync
-//! of the folder. Readers never see a partial file.
+//! Writing one Parquet file durably and whole: readers never see a
+//! partial file.
 
-use std::fs::File;
-use std::path::Path;
+use gpuledger_common::history::HistoryRoot;
 
 use arrow::array::RecordBatch;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
-use super::layout::{FileName, day_dir};
+use super::layout::FileName;
 
 /// Rows per Parquet row group.
 pub const ROW_GROUP_ROWS: usize = 100_000;
@@ -25,29 +24,20 @@ pub fn writer_properties() -> WriterProperties {
 }
 
 /// Writes `batch` as `<root>/<table>/date=<date>/<name>` and makes it
-/// durable before returning.
+/// durable before returning (see [`HistoryRoot::put`]); returns its size
+/// in bytes.
 pub fn write_file(
-    root: &Path,
+    root: &HistoryRoot,
     table: &str,
     date: &str,
     name: &FileName,
     batch: &RecordBatch,
-) -> std::io::Result<()> {
-    // Shared with other writers; compaction takes it exclusively.
-    let lock = super::compact::lock_file(root, table)?;
-    lock.lock_shared()?;
-    let dir = day_dir(root, table, date);
-    std::fs::create_dir_all(&dir)?;
-    let final_name = name.render();
-    let tmp = dir.join(format!(".{final_name}.tmp"));
-    let file = File::create(&tmp)?;
-    let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(writer_properties()))
+) -> std::io::Result<u64> {
+    let mut bytes = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut bytes, batch.schema(), Some(writer_properties()))
         .map_err(std::io::Error::other)?;
     writer.write(batch).map_err(std::io::Error::other)?;
-    let file = writer.into_inner().map_err(std::io::Error::other)?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&tmp, dir.join(&final_name))?;
-    File::open(&dir)?.sync_all()?;
-    Ok(())
+    writer.close().map_err(std::io::Error::other)?;
+    root.put(table, date, &name.render(), &bytes)?;
+    Ok(bytes.len() as u64)
 }
