@@ -94,7 +94,7 @@ async fn kafka_telemetry_history_survives_ten_kills() {
     // roll-up whose samples file a kill prevented was removed on restart).
     let rolled = sql(
         &base_url,
-        "SELECT sum(samples) AS n, sum(sampled_ms) AS ms FROM device_hourly",
+        "SELECT sum(samples) AS n, sum(sampled_ms) AS ms, count(*) AS rows FROM device_hourly",
     )
     .expect("SQL answers");
     let raw = sql(&base_url, "SELECT sum(interval_ms) AS ms FROM samples").expect("SQL answers");
@@ -132,4 +132,11 @@ async fn kafka_telemetry_history_survives_ten_kills() {
         serde_json::json!(["2026-11-03", "2026-11-04"]),
         "{read}"
     );
+    // The roll-up too, row for row as the query service counted it.
+    let hourly =
+        gpuledger_tests::read_with_parquet_engines(std::path::Path::new(&history), "device_hourly");
+    assert_eq!(hourly["duckdb_rows"], rolled[0]["rows"], "{hourly}");
+    assert_eq!(hourly["pyarrow_rows"], rolled[0]["rows"], "{hourly}");
+    assert_eq!(hourly["pyarrow_has_date"], true, "{hourly}");
+    assert_eq!(hourly["dates"], read["dates"], "{hourly}");
 }
