@@ -171,6 +171,14 @@ struct RunArgs {
     )]
     group_id: String,
 
+    /// This instance's stable name in the ledger's consumer group (Kafka
+    /// static membership; in Kubernetes the StatefulSet pod's name): a
+    /// restart within the session timeout (10 s) gets its partitions back
+    /// without a rebalance. Without it, a restarted instance is a new
+    /// member and waits for the old one's session to time out.
+    #[arg(long, env = "GPULEDGER_GROUP_INSTANCE_ID")]
+    group_instance_id: Option<String>,
+
     /// Roll a history file once it holds this many rows.
     #[arg(long, default_value_t = 500_000)]
     flush_rows: usize,
@@ -376,6 +384,7 @@ async fn main() -> anyhow::Result<()> {
             let ledger = LedgerWorkerConfig {
                 kafka: args.kafka.clone(),
                 group_id: format!("{}-ledger", args.group_id),
+                group_instance_id: args.group_instance_id.clone(),
                 ledger: LedgerConfig {
                     hold_ttl_micros: args.hold_ttl_minutes * 60 * 1_000_000,
                 },
@@ -400,6 +409,7 @@ async fn main() -> anyhow::Result<()> {
             let config = TelemetryWriterConfig {
                 kafka: args.kafka.clone(),
                 group_id: args.group_id,
+                group_instance_id: args.group_instance_id,
                 history_root: history,
                 rolling: RollingPolicy {
                     max_rows: args.flush_rows,

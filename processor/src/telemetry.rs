@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use gpuledger_common::kafka::{DeadLetters, KafkaArgs};
 use gpuledger_common::shutdown::Shutdown;
 use gpuledger_schemas::{Codec, EventBody, Topic};
-use rdkafka::Message;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::history::hourly;
 use crate::history::layout::{FileName, durable_offsets, remove_beyond, remove_leftovers};
@@ -39,6 +39,9 @@ pub struct RollingPolicy {
 pub struct TelemetryWriterConfig {
     pub kafka: KafkaArgs,
     pub group_id: String,
+    /// Static membership in the group (`group.instance.id`): a restart
+    /// resumes its partitions at once instead of after the session timeout.
+    pub group_instance_id: Option<String>,
     pub history_root: HistoryRoot,
     pub rolling: RollingPolicy,
 }
@@ -76,29 +79,34 @@ impl PartitionBuffer {
 /// Runs until shutdown: consume, buffer, roll files, commit.
 pub async fn run(config: &TelemetryWriterConfig, mut shutdown: Shutdown) -> Result<()> {
     let topic = config.kafka.topic(Topic::Telemetry);
-    let consumer: StreamConsumer = config
-        .kafka
-        .client_config(&[
-            ("group.id", &config.group_id),
-            // A crashed member holds its partitions until its session times
-            // out; keep that short so a restart resumes within seconds.
-            ("session.timeout.ms", "10000"),
-            ("heartbeat.interval.ms", "2000"),
-            ("client.id", "gpuledger-processor-telemetry"),
-            ("enable.auto.commit", "true"),
-            ("auto.commit.interval.ms", "1000"),
-            ("enable.auto.offset.store", "false"),
-            ("auto.offset.reset", "earliest"),
-            ("isolation.level", "read_committed"),
-            // Notice topics (and partitions) created after start within seconds.
-            ("topic.metadata.refresh.interval.ms", "5000"),
-        ])?
-        .create()?;
+    let mut settings = vec![
+        ("group.id", config.group_id.as_str()),
+        // A crashed member holds its partitions until its session times
+        // out; keep that short so a restart resumes within seconds.
+        ("session.timeout.ms", "10000"),
+        ("heartbeat.interval.ms", "2000"),
+        ("client.id", "gpuledger-processor-telemetry"),
+        ("enable.auto.commit", "true"),
+        ("auto.commit.interval.ms", "1000"),
+        ("enable.auto.offset.store", "false"),
+        ("auto.offset.reset", "earliest"),
+        ("isolation.level", "read_committed"),
+        // Notice topics (and partitions) created after start within seconds.
+        ("topic.metadata.refresh.interval.ms", "5000"),
+    ];
+    let instance = config
+        .group_instance_id
+        .as_ref()
+        .map(|id| format!("{id}-telemetry"));
+    if let Some(id) = &instance {
+        settings.push(("group.instance.id", id));
+    }
+    let consumer: StreamConsumer = config.kafka.client_config(&settings)?.create()?;
     consumer.subscribe(&[&topic])?;
     let dead_letters = DeadLetters::new(&config.kafka, "gpuledger-processor-dlq")?;
     let codec = Codec::builtin();
-    let leftovers = remove_leftovers(&config.history_root, samples::TABLE)?
-        + remove_leftovers(&config.history_root, hourly::TABLE)?;
+    let leftovers = remove_leftovers(&config.history_root, samples::TABLE, None)?
+        + remove_leftovers(&config.history_root, hourly::TABLE, None)?;
     if leftovers > 0 {
         tracing::info!(
             leftovers,
@@ -106,7 +114,7 @@ pub async fn run(config: &TelemetryWriterConfig, mut shutdown: Shutdown) -> Resu
         );
     }
     let mut durable = durable_offsets(&config.history_root, samples::TABLE, &topic)?;
-    let orphans = remove_beyond(&config.history_root, hourly::TABLE, &topic, &durable)?;
+    let orphans = remove_beyond(&config.history_root, hourly::TABLE, &topic, &durable, None)?;
     if orphans > 0 {
         tracing::info!(
             orphans,
@@ -229,8 +237,18 @@ async fn settle(
         .map_err(|e| Error::History(format!("writing a samples file: {e}")))??;
     metrics::SAMPLES_WRITTEN.add(file.rows as u64);
     metrics::HISTORY_FILES_WRITTEN.inc();
-    consumer.store_offset(topic, file.partition, file.last_offset + 1)?;
+    store_next(consumer, topic, file.partition, file.last_offset + 1)?;
     durable.insert(file.partition, file.last_offset);
+    Ok(())
+}
+
+/// Stores `next` as the offset the group resumes `partition` from at the
+/// next commit. (Not `store_offset`: librdkafka's `rd_kafka_offset_store`
+/// stores the offset it is given plus one, which would skip a record.)
+fn store_next(consumer: &StreamConsumer, topic: &str, partition: i32, next: i64) -> Result<()> {
+    let mut list = TopicPartitionList::new();
+    list.add_partition_offset(topic, partition, Offset::Offset(next))?;
+    consumer.store_offsets(&list)?;
     Ok(())
 }
 
@@ -256,7 +274,7 @@ async fn flush(
     };
     if buffer.rows.is_empty() {
         // Only records sent to the DLQ: nothing to write.
-        consumer.store_offset(topic, partition, buffer.last_offset + 1)?;
+        store_next(consumer, topic, partition, buffer.last_offset + 1)?;
         durable.insert(partition, buffer.last_offset);
         return Ok(());
     }

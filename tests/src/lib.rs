@@ -238,8 +238,12 @@ pub fn start_processor(
     let history = work.join("history");
     let state = work.join("state");
     let group = format!("{prefix}processor");
+    // One instance, restarted in place as a StatefulSet pod would be.
+    let instance = format!("{prefix}processor-0");
     let mut args = vec![
         "run",
+        "--group-instance-id",
+        &instance,
         "--kafka-bootstrap",
         bootstrap,
         "--topic-prefix",

@@ -94,6 +94,8 @@ async fn kafka_history_on_s3_is_written_exactly_once_and_read_back() {
         &root,
         "--group-id",
         &group,
+        "--group-instance-id",
+        &group,
         "--state-dir",
         state.to_str().unwrap(),
         "--clock-interval-s",
@@ -168,6 +170,9 @@ async fn kafka_history_on_s3_is_written_exactly_once_and_read_back() {
     eventually("the first samples files", Duration::from_secs(120), || {
         (count("samples")? > 0).then_some(())
     });
+    // Past an offset commit (every second), so the restart resumes from
+    // what the first process stored.
+    std::thread::sleep(Duration::from_millis(1_500));
     processor.kill();
     let mut processor = start(2);
 

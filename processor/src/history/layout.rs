@@ -64,13 +64,15 @@ pub fn durable_offsets(
 /// Removes the files of `topic` in `table` that start beyond `frontier`
 /// (the highest durable offset per partition of the table whose file is
 /// written last): the first half of a write a crash cut short. The records
-/// are read again and the files written anew. Returns how many were
-/// removed.
+/// are read again and the files written anew. Only partition `only`'s
+/// files are looked at, if given (another instance may be writing the
+/// others). Returns how many were removed.
 pub fn remove_beyond(
     root: &HistoryRoot,
     table: &str,
     topic: &str,
     frontier: &HashMap<i32, i64>,
+    only: Option<i32>,
 ) -> std::io::Result<usize> {
     let mut removed = 0;
     for file in root.files(table)? {
@@ -80,7 +82,8 @@ pub fn remove_beyond(
         let beyond = frontier
             .get(&name.partition)
             .is_none_or(|f| name.first_offset > *f);
-        if name.topic == topic && beyond {
+        let mine = only.is_none_or(|p| p == name.partition);
+        if name.topic == topic && beyond && mine {
             tracing::warn!(%table, date = %file.date, file = %file.name, "removing a file of an unfinished write");
             root.remove(table, &file.date, &file.name)?;
             removed += 1;
@@ -90,12 +93,24 @@ pub fn remove_beyond(
 }
 
 /// Removes temporary files a crash left behind in `table` (a local write
-/// that never reached its rename; object stores have none). Returns how
-/// many were removed.
-pub fn remove_leftovers(root: &HistoryRoot, table: &str) -> std::io::Result<usize> {
+/// that never reached its rename; object stores have none), of partition
+/// `only` if given. Returns how many were removed.
+pub fn remove_leftovers(
+    root: &HistoryRoot,
+    table: &str,
+    only: Option<i32>,
+) -> std::io::Result<usize> {
     let mut removed = 0;
     for file in root.files(table)? {
-        if file.name.starts_with('.') && file.name.ends_with(".parquet.tmp") {
+        let Some(inner) = file
+            .name
+            .strip_prefix('.')
+            .and_then(|n| n.strip_suffix(".tmp"))
+        else {
+            continue;
+        };
+        let mine = only.is_none_or(|p| FileName::parse(inner).is_some_and(|n| n.partition == p));
+        if inner.ends_with(".parquet") && mine {
             root.remove(table, &file.date, &file.name)?;
             removed += 1;
         }
@@ -139,8 +154,9 @@ mod tests {
         }
         let offsets = durable_offsets(&root, "samples", "t").unwrap();
         assert_eq!(offsets, HashMap::from([(0, 19), (1, 4)]));
-        assert_eq!(remove_leftovers(&root, "samples").unwrap(), 1);
-        assert_eq!(remove_leftovers(&root, "samples").unwrap(), 0);
+        assert_eq!(remove_leftovers(&root, "samples", Some(1)).unwrap(), 0);
+        assert_eq!(remove_leftovers(&root, "samples", Some(0)).unwrap(), 1);
+        assert_eq!(remove_leftovers(&root, "samples", None).unwrap(), 0);
         assert!(durable_offsets(&root, "nothing", "t").unwrap().is_empty());
     }
 }

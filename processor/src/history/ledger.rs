@@ -73,23 +73,31 @@ pub struct LedgerHistory {
 }
 
 impl LedgerHistory {
-    /// Opens the history under `root` for `topic`: removes what a crash
-    /// left behind and reads each partition's frontier.
+    /// Opens the history under `root` for `topic`, owning no partition
+    /// yet: see [`adopt`] and [`LedgerHistory::adopted`].
     pub fn open(root: &HistoryRoot, topic: &str) -> Result<Self> {
-        for table in TABLES {
-            remove_leftovers(root, table)?;
-        }
-        let durable = durable_offsets(root, ledger_events::TABLE, topic)?;
-        for table in TABLES.iter().filter(|t| **t != ledger_events::TABLE) {
-            remove_beyond(root, table, topic, &durable)?;
-        }
-        let frontier: BTreeMap<i32, i64> = durable.into_iter().collect();
         Ok(Self {
             root: root.clone(),
             topic: topic.to_owned(),
-            frontier,
+            frontier: BTreeMap::new(),
             buffers: BTreeMap::new(),
         })
+    }
+
+    /// Takes `partition` on, at `frontier` (what [`adopt`] found).
+    pub fn adopted(&mut self, partition: i32, frontier: Option<i64>) {
+        self.buffers.remove(&partition);
+        match frontier {
+            Some(f) => self.frontier.insert(partition, f),
+            None => self.frontier.remove(&partition),
+        };
+    }
+
+    /// Lets `partition` go: its rows not yet written are dropped (the next
+    /// owner replays them from the committed offset and writes them).
+    pub fn release(&mut self, partition: i32) {
+        self.buffers.remove(&partition);
+        self.frontier.remove(&partition);
     }
 
     /// The highest offset of `partition` whose rows are durable.
@@ -210,6 +218,23 @@ impl LedgerHistory {
         }
         Ok(())
     }
+}
+
+/// Makes `partition` of `topic` writable by a new owner: removes what a
+/// crash (or an earlier owner, before the rebalance that moved it) left
+/// half-written — temporary files, and files of the other tables beyond
+/// the marker table `ledger_events` — and returns the highest offset whose
+/// rows are durable. Other partitions are not touched: another instance
+/// may be writing them.
+pub fn adopt(root: &HistoryRoot, topic: &str, partition: i32) -> Result<Option<i64>> {
+    for table in TABLES {
+        remove_leftovers(root, table, Some(partition))?;
+    }
+    let durable = durable_offsets(root, ledger_events::TABLE, topic)?;
+    for table in TABLES.iter().filter(|t| **t != ledger_events::TABLE) {
+        remove_beyond(root, table, topic, &durable, Some(partition))?;
+    }
+    Ok(durable.get(&partition).copied())
 }
 
 /// The rows of the fact tables an event feeds, from its JSON form `json`:

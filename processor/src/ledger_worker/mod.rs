@@ -1,7 +1,8 @@
 //! The ledger worker: the Kafka loop around the pure state machine.
 //!
-//! It reads every partition of `gpuledger.ledger` and folds each into its
-//! own [`Ledger`]. Decisions (and dead letters for rejected events) go out
+//! It reads the partitions of `gpuledger.ledger` the consumer group gives
+//! this instance (all of them when it runs alone; see [`membership`]) and
+//! folds each into its own [`Ledger`]. Decisions (and dead letters for rejected events) go out
 //! in one Kafka transaction per partition and batch, together with the
 //! consumed offsets (`send_offsets_to_transaction`), so a crash never loses
 //! or repeats a decision: on restart each partition is replayed silently up
@@ -25,6 +26,10 @@ use rdkafka::message::OwnedMessage;
 use rdkafka::producer::{FutureProducer, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
+mod membership;
+
+use membership::{Change, Membership};
+
 use crate::burst_hook::BurstHook;
 use crate::history::ledger::LedgerHistory;
 use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
@@ -37,6 +42,8 @@ pub struct LedgerWorkerConfig {
     pub kafka: KafkaArgs,
     /// Consumer group; also the stem of each partition's `transactional.id`.
     pub group_id: String,
+    /// Static membership in the group (`group.instance.id`).
+    pub group_instance_id: Option<String>,
     pub ledger: LedgerConfig,
     /// Events per transaction at most.
     pub max_batch: usize,
@@ -139,100 +146,37 @@ async fn run_once(
     mut shutdown: Shutdown,
 ) -> Result<()> {
     let topic = config.kafka.topic(Topic::Ledger);
-    let consumer: StreamConsumer = config
-        .kafka
-        .client_config(&[
-            ("group.id", &config.group_id),
-            ("client.id", "gpuledger-processor-ledger"),
-            ("enable.auto.commit", "false"),
-            ("isolation.level", "read_committed"),
-            ("auto.offset.reset", "earliest"),
-        ])?
-        .create()?;
-    let partitions = partitions_of(&consumer, &topic)?;
-    // Producers first: `init_transactions` fences an earlier instance and
-    // aborts the transaction it left open. Until then the group's offsets
-    // are unstable and reading them would wait for the transaction timeout.
-    let mut producers = BTreeMap::new();
-    for &partition in &partitions {
-        producers.insert(partition, transactional_producer(config, partition)?);
+    let mut settings = vec![
+        ("group.id", config.group_id.as_str()),
+        ("client.id", "gpuledger-processor-ledger"),
+        ("enable.auto.commit", "false"),
+        ("isolation.level", "read_committed"),
+        ("auto.offset.reset", "earliest"),
+        // Eager: a partition is given up everywhere before it is handed
+        // out again (see `membership`).
+        ("partition.assignment.strategy", "roundrobin"),
+        // How long a vanished instance keeps its partitions.
+        ("session.timeout.ms", "10000"),
+    ];
+    if let Some(id) = &config.group_instance_id {
+        settings.push(("group.instance.id", id));
     }
-    let committed = committed_offsets(&consumer, &topic, &partitions)?;
+    let consumer: StreamConsumer<Membership> = config
+        .kafka
+        .client_config(&settings)?
+        .create_with_context(Membership::new(config, &topic))?;
+    // A clear error for a topic that is not there, rather than waiting.
+    let partitions = partitions_of(&consumer, &topic)?;
     let mut history = match &config.history_root {
         Some(root) => Some(LedgerHistory::open(root, &topic)?),
         None => None,
     };
-    let mut assignment = TopicPartitionList::new();
-    let mut workers = BTreeMap::new();
-    let mut restored = BTreeMap::new();
-    for (partition, producer) in producers {
-        let committed_at = committed.get(&partition).copied().unwrap_or(0);
-        let snapshot = match &config.state_dir {
-            Some(dir) => snapshot::load(dir, &topic, partition)?,
-            None => None,
-        };
-        // History rows are written again only from the events replayed, so
-        // the state must not start past rows the history lacks.
-        let frontier = history.as_ref().map(|h| h.frontier(partition));
-        let start = match snapshot {
-            Some(s) if frontier.is_some_and(|f| !s.fits_history(f)) => {
-                tracing::warn!(
-                    partition,
-                    next_offset = s.next_offset,
-                    ?frontier,
-                    "snapshot is ahead of the ledger history; replaying from 0"
-                );
-                Offset::Beginning
-            }
-            Some(s) if s.next_offset <= committed_at => {
-                tracing::info!(
-                    partition,
-                    next_offset = s.next_offset,
-                    committed_at,
-                    "ledger state restored from snapshot"
-                );
-                restored.insert(partition, s.ledger);
-                Offset::Offset(s.next_offset)
-            }
-            Some(s) => {
-                tracing::warn!(
-                    partition,
-                    next_offset = s.next_offset,
-                    committed_at,
-                    "snapshot is ahead of the committed offset; replaying from 0"
-                );
-                Offset::Beginning
-            }
-            None => Offset::Beginning,
-        };
-        assignment.add_partition_offset(&topic, partition, start)?;
-        workers.insert(
-            partition,
-            PartitionWorker {
-                producer,
-                committed_next: None,
-                since_snapshot: 0,
-                replay_until: committed.get(&partition).copied().unwrap_or(0),
-                pending: Vec::new(),
-                next_offset: None,
-            },
-        );
-    }
-    // Each partition starts from its snapshot's state, or empty when it
-    // replays from offset 0.
+    let mut workers: BTreeMap<i32, PartitionWorker> = BTreeMap::new();
     if let Ok(mut map) = ledgers.write() {
-        *map = workers
-            .keys()
-            .map(|&p| {
-                let ledger = restored
-                    .remove(&p)
-                    .unwrap_or_else(|| Ledger::new(config.ledger));
-                (p, ledger)
-            })
-            .collect();
+        map.clear();
     }
-    consumer.assign(&assignment)?;
-    tracing::info!(%topic, partitions = partitions.len(), ?committed, "ledger worker started");
+    consumer.subscribe(&[&topic])?;
+    tracing::info!(%topic, partitions = partitions.len(), group = %config.group_id, "ledger worker started");
 
     let codec = Codec::builtin();
     let dlq_topic = config.kafka.topic(Topic::Dlq);
@@ -264,6 +208,35 @@ async fn run_once(
                 consumer.recv(),
             ) => r,
         };
+        // Rebalances run inside the receive: act on them before anything
+        // is committed or written.
+        for change in consumer.context().take() {
+            match change {
+                Change::Assigned(prepared) => {
+                    for p in prepared {
+                        if let Some(history) = history.as_mut() {
+                            history.adopted(p.partition, p.frontier);
+                        }
+                        if let Ok(mut map) = ledgers.write() {
+                            map.insert(p.partition, p.ledger);
+                        }
+                        workers.insert(p.partition, p.worker);
+                    }
+                }
+                Change::Revoked(partitions) => {
+                    for partition in partitions {
+                        workers.remove(&partition);
+                        if let Some(history) = history.as_mut() {
+                            history.release(partition);
+                        }
+                        if let Ok(mut map) = ledgers.write() {
+                            map.remove(&partition);
+                        }
+                    }
+                }
+                Change::Failed(e) => return Err(e),
+            }
+        }
         match received {
             Ok(Ok(message)) => {
                 let partition = message.partition();
@@ -365,7 +338,7 @@ async fn run_once(
 
 /// What committing needs besides the partitions themselves.
 struct Committer<'a> {
-    consumer: &'a StreamConsumer,
+    consumer: &'a StreamConsumer<Membership>,
     topic: &'a str,
     dlq_topic: &'a str,
     codec: &'a Codec,
@@ -401,7 +374,7 @@ impl Committer<'_> {
 /// its dead letters and its next offset, all or nothing.
 #[allow(clippy::too_many_arguments)]
 fn commit_all(
-    consumer: &StreamConsumer,
+    consumer: &StreamConsumer<Membership>,
     topic: &str,
     dlq_topic: &str,
     codec: &Codec,
@@ -590,31 +563,14 @@ fn transactional_producer(config: &LedgerWorkerConfig, partition: i32) -> Result
 }
 
 /// The partition ids of `topic`; an error when it has none (or does not exist).
-pub(crate) fn partitions_of<C: Consumer>(consumer: &C, topic: &str) -> Result<Vec<i32>> {
+pub(crate) fn partitions_of<X: rdkafka::consumer::ConsumerContext, C: Consumer<X>>(
+    consumer: &C,
+    topic: &str,
+) -> Result<Vec<i32>> {
     Ok(gpuledger_common::kafka::partitions_of(
         consumer.client(),
         topic,
     )?)
-}
-
-fn committed_offsets(
-    consumer: &StreamConsumer,
-    topic: &str,
-    partitions: &[i32],
-) -> Result<BTreeMap<i32, i64>> {
-    let mut list = TopicPartitionList::new();
-    for &p in partitions {
-        list.add_partition(topic, p);
-    }
-    let committed = consumer.committed_offsets(list, Duration::from_secs(30))?;
-    Ok(committed
-        .elements()
-        .iter()
-        .filter_map(|e| match e.offset() {
-            Offset::Offset(o) => Some((e.partition(), o)),
-            _ => None,
-        })
-        .collect())
 }
 
 /// Buffers the history rows of one applied event; other outcomes only
