@@ -173,6 +173,67 @@ pub fn read_committed(bootstrap: &str, topic: &str, want: usize, timeout: Durati
     out
 }
 
+/// What an uninterrupted fold of the ledger on `prefix`'s topics decides
+/// (`gpuledger-processor replay` from offset 0), checked against the
+/// decisions committed live on `gpuledger.decisions`: each once, the same
+/// set. Returns the live decisions.
+pub fn live_decisions_equal_a_replay(
+    bootstrap: &str,
+    prefix: &str,
+    work: &Path,
+) -> Vec<gpuledger_schemas::Event> {
+    use gpuledger_schemas::Event;
+    let replayed = work.join("replayed.ndjson");
+    run_to_end(
+        "gpuledger-processor",
+        &[
+            "replay",
+            "--kafka-bootstrap",
+            bootstrap,
+            "--topic-prefix",
+            prefix,
+            "--state-dir",
+            work.join("replay-state").to_str().unwrap(),
+            "--decisions-out",
+            replayed.to_str().unwrap(),
+        ],
+    );
+    let expected: std::collections::BTreeSet<String> = std::fs::read_to_string(&replayed)
+        .unwrap()
+        .lines()
+        .map(|l| Event::from_json_str(l).unwrap().to_json_string())
+        .collect();
+    let topic = format!("{prefix}gpuledger.decisions");
+    let records = eventually("every decision committed", Duration::from_secs(180), || {
+        let records = read_committed(bootstrap, &topic, expected.len(), Duration::from_secs(20));
+        (records.len() >= expected.len()).then_some(records)
+    });
+    // One more than expected is asked for: a repeat would show up.
+    let again = read_committed(
+        bootstrap,
+        &topic,
+        expected.len() + 1,
+        Duration::from_secs(5),
+    );
+    assert_eq!(
+        again.len(),
+        expected.len(),
+        "a decision was committed twice"
+    );
+    let codec = gpuledger_schemas::Codec::builtin();
+    let live: Vec<Event> = records
+        .iter()
+        .map(|(v, _)| codec.decode(v).unwrap())
+        .collect();
+    let as_json: std::collections::BTreeSet<String> =
+        live.iter().map(Event::to_json_string).collect();
+    assert_eq!(
+        as_json, expected,
+        "live decisions differ from an uninterrupted fold"
+    );
+    live
+}
+
 /// Path of a workspace binary, built by `cargo build --workspace`.
 pub fn binary(name: &str) -> PathBuf {
     // Test executables live in <target>/<profile>/deps; binaries one up.
