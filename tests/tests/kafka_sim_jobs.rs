@@ -84,6 +84,20 @@ async fn kafka_simulated_jobs_are_admitted_and_allocated() {
     assert_eq!(decided["n"], requests);
     assert_eq!(decided["distinct_n"], requests);
 
+    // Every job event is in the history too (ends after the last request
+    // come in later flushes than its decision).
+    eventually(
+        "every job event in history",
+        Duration::from_secs(60),
+        || {
+            let rows = sql(
+                &base_url,
+                "SELECT count(*) AS n FROM ledger_events WHERE type = 'JobEvent'",
+            )
+            .ok()?;
+            (rows[0]["n"].as_i64()? >= job_events).then_some(())
+        },
+    );
     // Every attempt the simulator started is an allocation, and every job
     // a held sample names is one of them.
     let starts = job_events - sql(
