@@ -15,11 +15,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use gpuledger_common::kafka::{EventProducer, KafkaArgs};
 use gpuledger_schemas::{Event, EventBody, Timestamp};
 use gpuledger_tests::{
     WorkDir, create_topics, eventually, live_decisions_equal_a_replay, require_broker, sql,
-    start_processor, start_query, unique_prefix,
+    start_processor, start_query, stream_events, unique_prefix,
 };
 
 const REQUESTS: usize = 10_000;
@@ -249,17 +248,13 @@ async fn kafka_ten_kills_during_10000_admissions_lose_and_repeat_nothing() {
     let facts_in = events.clone();
 
     // The stream: a thousand events every 300 ms, while the processor dies.
-    let args = KafkaArgs::local(&bootstrap, &prefix);
-    let stream = tokio::spawn(async move {
-        let mut producer = EventProducer::new(&args, "crash-test").unwrap();
-        for chunk in events.chunks(1_000) {
-            for event in chunk {
-                producer.send(event).await.unwrap();
-            }
-            producer.flush(Duration::from_secs(30)).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-    });
+    let stream = stream_events(
+        &bootstrap,
+        &prefix,
+        events,
+        1_000,
+        Duration::from_millis(300),
+    );
     let spawn = |n: usize| {
         start_processor(
             &bootstrap,

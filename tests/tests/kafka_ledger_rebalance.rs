@@ -11,11 +11,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use gpuledger_common::kafka::{EventProducer, KafkaArgs};
 use gpuledger_schemas::{Event, EventBody, Timestamp};
 use gpuledger_tests::{
     Service, WorkDir, create_topics, eventually, live_decisions_equal_a_replay, require_broker,
-    sql, start_query, unique_prefix,
+    sql, start_query, stream_events, unique_prefix,
 };
 
 const REQUESTS: usize = 4_000;
@@ -97,17 +96,7 @@ async fn kafka_instances_share_partitions_and_hand_them_over_exactly_once() {
     let total = events.len();
 
     // The stream: 400 events every 400 ms, about 20 s in all.
-    let args = KafkaArgs::local(&bootstrap, &prefix);
-    let stream = tokio::spawn(async move {
-        let mut producer = EventProducer::new(&args, "rebalance-test").unwrap();
-        for chunk in events.chunks(400) {
-            for event in chunk {
-                producer.send(event).await.unwrap();
-            }
-            producer.flush(Duration::from_secs(30)).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(400)).await;
-        }
-    });
+    let stream = stream_events(&bootstrap, &prefix, events, 400, Duration::from_millis(400));
     let history = work.path().join("history");
     let group = format!("{prefix}processor");
     let instance = |name: &str| {
