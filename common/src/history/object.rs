@@ -151,9 +151,11 @@ impl ObjectRoot {
     pub(super) fn remove(&self, table: &str, date: &str, name: &str) -> std::io::Result<()> {
         let store = self.store.clone();
         let location = self.location(&[table, &format!("date={date}"), name]);
-        match self.block(async move { store.delete(&location).await }) {
-            Err(e) if e.to_string().contains("not found") => Ok(()),
-            other => other,
-        }
+        self.block(async move {
+            match store.delete(&location).await {
+                Err(object_store::Error::NotFound { .. }) => Ok(()),
+                other => other,
+            }
+        })
     }
 }
