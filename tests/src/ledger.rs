@@ -11,6 +11,15 @@ use gpuledger_schemas::Event;
 
 use crate::{binary, eventually, read_committed, run_to_end, sql};
 
+/// A ledger event of type `kind` from its JSON `fields` (source `t`,
+/// cluster `c`); a line that does not read fails the test.
+pub fn ledger_line(kind: &str, id: &str, at: gpuledger_schemas::Timestamp, fields: &str) -> Event {
+    let text = format!(
+        r#"{{"type":"{kind}","event_id":"{id}","event_time":"{at}","source":"t","cluster":"c",{fields}}}"#
+    );
+    Event::from_json_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
 /// Sends `events` to `prefix`'s topics in the background, `chunk` at a time
 /// with `pause` after each, as a steady stream.
 pub fn stream_events(

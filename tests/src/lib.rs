@@ -18,7 +18,8 @@ use rdkafka::message::{Headers, Message};
 mod ledger;
 
 pub use ledger::{
-    demo_month, live_decisions_equal_a_replay, offline_statement, stream_events, wait_for_month_end,
+    demo_month, ledger_line, live_decisions_equal_a_replay, offline_statement, stream_events,
+    wait_for_month_end,
 };
 
 /// The broker tests run against: `GPULEDGER_KAFKA_BOOTSTRAP`, or the local one.

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use gpuledger_schemas::{Event, EventBody, Timestamp};
 use gpuledger_tests::{
-    WorkDir, create_topics, eventually, live_decisions_equal_a_replay, require_broker, sql,
-    start_processor, start_query, stream_events, unique_prefix,
+    WorkDir, create_topics, eventually, ledger_line as line, live_decisions_equal_a_replay,
+    require_broker, sql, start_processor, start_query, stream_events, unique_prefix,
 };
 
 const REQUESTS: usize = 10_000;
@@ -26,13 +26,6 @@ const REQUESTS: usize = 10_000;
 /// once: some requests are quota, some burst, some denied.
 const OVERLAP: usize = 8;
 const POOLS: [&str; 4] = ["a", "b", "c", "d"];
-
-fn line(kind: &str, id: &str, at: Timestamp, fields: &str) -> Event {
-    let text = format!(
-        r#"{{"type":"{kind}","event_id":"{id}","event_time":"{at}","source":"t","cluster":"c",{fields}}}"#
-    );
-    Event::from_json_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"))
-}
 
 /// The ledger: four pools of 8 GPUs, four tenants with quota in each, then
 /// per request its admission, its start and (OVERLAP requests later) its end.

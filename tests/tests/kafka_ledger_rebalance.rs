@@ -13,19 +13,12 @@ use std::time::Duration;
 
 use gpuledger_schemas::{Event, EventBody, Timestamp};
 use gpuledger_tests::{
-    Service, WorkDir, create_topics, eventually, live_decisions_equal_a_replay, require_broker,
-    sql, start_query, stream_events, unique_prefix,
+    Service, WorkDir, create_topics, eventually, ledger_line as line,
+    live_decisions_equal_a_replay, require_broker, sql, start_query, stream_events, unique_prefix,
 };
 
 const REQUESTS: usize = 4_000;
 const POOLS: usize = 8;
-
-fn line(kind: &str, id: &str, at: Timestamp, fields: &str) -> Event {
-    let text = format!(
-        r#"{{"type":"{kind}","event_id":"{id}","event_time":"{at}","source":"t","cluster":"c",{fields}}}"#
-    );
-    Event::from_json_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"))
-}
 
 /// Eight pools of four GPUs, two tenants each with one GE of quota and one
 /// of burst; then per request its admission, its start, and (four requests
