@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use gpuledger_common::kafka::{EventProducer, KafkaArgs};
+use gpuledger_common::kafka::{self, EventProducer, KafkaArgs};
 use gpuledger_common::shutdown::Shutdown;
 use gpuledger_schemas::{Event, Timestamp};
 
@@ -289,7 +289,7 @@ pub async fn run(args: &RunArgs, mut shutdown: Shutdown) -> Result<u64, AgentErr
     let mut producer = EventProducer::with_settings(
         &args.kafka,
         "gpuledger-collector",
-        &[("message.timeout.ms", "0")],
+        &[("message.timeout.ms", "0"), kafka::TELEMETRY_COMPRESSION],
     )
     .map_err(crate::Error::from)?;
     let listener = tokio::net::TcpListener::bind(args.listen)

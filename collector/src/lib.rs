@@ -95,7 +95,11 @@ pub async fn run_simulation(args: &SimulateArgs, mut shutdown: Shutdown) -> Resu
     let mut out = SimOutput {
         producer: match args.dry_run {
             true => None,
-            false => Some(EventProducer::new(&args.kafka, "gpuledger-collector-sim")?),
+            false => Some(EventProducer::with_settings(
+                &args.kafka,
+                "gpuledger-collector-sim",
+                &[kafka::TELEMETRY_COMPRESSION],
+            )?),
         },
         ledger: match &args.ledger_ndjson {
             Some(path) => Some(std::io::BufWriter::new(

@@ -10,7 +10,7 @@ use rdkafka::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::future_producer::OwnedDeliveryResult;
-use rdkafka::producer::{BaseRecord, FutureProducer, FutureRecord};
+use rdkafka::producer::{BaseRecord, FutureRecord};
 
 use crate::polled_producer::PolledProducer;
 
@@ -133,6 +133,12 @@ pub const PRODUCER_SETTINGS: &[(&str, &str)] = &[
     ("linger.ms", "5"),
     ("message.timeout.ms", "120000"),
 ];
+
+/// The override collectors produce with: samples are nearly all of the
+/// traffic and every consumer of them decompresses each one, and LZ4
+/// decompresses several times faster than zstd for about a third more
+/// bytes on the broker.
+pub const TELEMETRY_COMPRESSION: (&str, &str) = ("compression.type", "lz4");
 
 /// One event as a Kafka record: its topic, key, Avro value and CloudEvents
 /// headers (DESIGN §2).
@@ -318,27 +324,7 @@ impl EventProducer {
     /// release it before they wait, and their events share batches.
     pub async fn queue(&self, event: &Event) -> Result<Delivery> {
         let wire = WireRecord::new(self.codec, event, &self.prefix)?;
-        let mut record = wire.base_record();
-        loop {
-            match self.producer.send(record) {
-                Ok(future) => {
-                    return Ok(Delivery {
-                        topic: wire.topic.clone(),
-                        future,
-                    });
-                }
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned)) => {
-                    record = returned;
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                Err((e, _)) => {
-                    return Err(Error::Delivery {
-                        topic: wire.topic.clone(),
-                        source: e,
-                    });
-                }
-            }
-        }
+        queue_record(&self.producer, &wire.topic, wire.base_record()).await
     }
 
     /// The partition ids of the topic events of `topic` travel on.
@@ -442,10 +428,43 @@ pub fn dead_letter<'a, M: rdkafka::Message>(
     record
 }
 
+/// Hands `record` to `producer`, waiting while librdkafka's queue is full
+/// (backpressure, never a dropped record), and returns its delivery.
+async fn queue_record<'a, K, P>(
+    producer: &PolledProducer,
+    topic: &str,
+    mut record: BaseRecord<'a, K, P, ()>,
+) -> Result<Delivery>
+where
+    K: rdkafka::message::ToBytes + ?Sized,
+    P: rdkafka::message::ToBytes + ?Sized,
+{
+    loop {
+        match producer.send(record) {
+            Ok(future) => {
+                return Ok(Delivery {
+                    topic: topic.to_owned(),
+                    future,
+                });
+            }
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned)) => {
+                record = returned;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err((e, _)) => {
+                return Err(Error::Delivery {
+                    topic: topic.to_owned(),
+                    source: e,
+                });
+            }
+        }
+    }
+}
+
 /// Sends records that could not be decoded or validated to the DLQ topic,
 /// with their original key, value and headers and the reason in headers.
 pub struct DeadLetters {
-    producer: FutureProducer,
+    producer: PolledProducer,
     topic: String,
 }
 
@@ -463,22 +482,27 @@ impl DeadLetters {
         let mut typed = PRODUCER_SETTINGS.to_vec();
         typed.push(("client.id", client_id));
         Ok(Self {
-            producer: args.client_config(&typed)?.create()?,
+            producer: PolledProducer::new(&args.client_config(&typed)?)?,
             topic: args.topic(Topic::Dlq),
         })
     }
 
     /// Sends one dead letter and waits until the broker has it.
     pub async fn send<M: rdkafka::Message>(&self, original: &M, reason: &str) -> Result<()> {
-        let record = dead_letter(&self.topic, original, reason);
-        self.producer
-            .send(record, Duration::from_secs(30))
+        let r = dead_letter(&self.topic, original, reason);
+        let record = BaseRecord {
+            topic: r.topic,
+            partition: r.partition,
+            payload: r.payload,
+            key: r.key,
+            timestamp: r.timestamp,
+            headers: r.headers,
+            delivery_opaque: (),
+        };
+        queue_record(&self.producer, &self.topic, record)
+            .await?
+            .settled()
             .await
-            .map(|_| ())
-            .map_err(|(e, _)| Error::Delivery {
-                topic: self.topic.clone(),
-                source: e,
-            })
     }
 }
 

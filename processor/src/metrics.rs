@@ -33,6 +33,10 @@ pub static BUDGET_ALERTS: CounterFamily = CounterFamily::new(
     "BudgetAlert decisions committed, by tenant, pool and threshold (%).",
     &["tenant", "pool", "threshold"],
 );
+pub static TELEMETRY_RECORDS_POLLED: Counter = Counter::new(
+    "gpuledger_telemetry_records_polled_total",
+    "Telemetry records the writer polled from Kafka, durable or not yet.",
+);
 pub static SAMPLES_WRITTEN: Counter = Counter::new(
     "gpuledger_samples_written_total",
     "GpuSample rows written durably to the samples table.",
@@ -111,6 +115,7 @@ pub fn all() -> Vec<Metric> {
         &DECISIONS_EMITTED,
         &DECISION_TRANSACTIONS,
         &LEDGER_WORKER_RESTARTS,
+        &TELEMETRY_RECORDS_POLLED,
         &SAMPLES_WRITTEN,
         &HISTORY_FILES_WRITTEN,
         &TELEMETRY_DEAD_LETTERS,

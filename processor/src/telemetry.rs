@@ -8,15 +8,25 @@
 //! The roll-up of a buffer is written, under the same name, just before
 //! its samples file; a roll-up a crash left without its samples file is
 //! removed on start, as the records it summed will be read again.
+//!
+//! Two threads do the work, neither of them on the async runtime: the
+//! consumer polls records one after another and reads each sample straight
+//! into its partition's columns, and the file writer sorts, rolls up and
+//! writes the batches the consumer hands it, in order, storing each file's
+//! offsets once it is durable. The consumer reads on while a file is
+//! written; it waits only when two files are already queued.
 
-use gpuledger_common::history::HistoryRoot;
-use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::time::{Duration, Instant};
 
+use arrow::array::RecordBatch;
+use gpuledger_common::history::HistoryRoot;
 use gpuledger_common::kafka::{DeadLetters, KafkaArgs};
 use gpuledger_common::shutdown::Shutdown;
-use gpuledger_schemas::{Codec, EventBody, Topic};
-use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use gpuledger_schemas::{Codec, EventBody, SampleRecord, Topic};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::message::BorrowedMessage;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::history::hourly;
@@ -46,6 +56,42 @@ pub struct TelemetryWriterConfig {
     pub rolling: RollingPolicy,
 }
 
+/// Files handed to the writer and not yet durable, at most: the consumer
+/// reads on while they are written, and waits beyond.
+const QUEUED_FILES: usize = 2;
+
+/// How long one poll waits for a record before the consumer looks at the
+/// clock (rolling by age) and at shutdown.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Records between two looks at the clock while records keep coming.
+const CLOCK_EVERY: u32 = 4096;
+
+/// Runs until shutdown: consume, buffer, roll files, commit.
+pub async fn run(config: &TelemetryWriterConfig, shutdown: Shutdown) -> Result<()> {
+    let config = config.clone();
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || Consumption::start(&config, runtime)?.run(&shutdown))
+        .await
+        .map_err(|e| Error::History(format!("the telemetry consumer stopped: {e}")))?
+}
+
+/// What the consumer keeps of one partition.
+#[derive(Debug)]
+struct PartitionState {
+    taken: i64,
+    buffer: PartitionBuffer,
+}
+
+impl Default for PartitionState {
+    fn default() -> Self {
+        Self {
+            taken: -1,
+            buffer: PartitionBuffer::default(),
+        }
+    }
+}
+
 /// Rows of one partition waiting to become a file.
 #[derive(Debug, Default)]
 struct PartitionBuffer {
@@ -59,254 +105,349 @@ struct PartitionBuffer {
     opened: Option<Instant>,
 }
 
-/// A file being written off the consumer's task; its offsets are stored
-/// once it is durable, before anything after it.
-struct Writing {
-    partition: i32,
-    last_offset: i64,
-    rows: usize,
-    task: tokio::task::JoinHandle<Result<()>>,
-}
-
 impl PartitionBuffer {
     fn note_offset(&mut self, offset: i64) {
         self.first_offset.get_or_insert(offset);
         self.last_offset = offset;
-        self.opened.get_or_insert_with(Instant::now);
     }
 }
 
-/// Runs until shutdown: consume, buffer, roll files, commit.
-pub async fn run(config: &TelemetryWriterConfig, mut shutdown: Shutdown) -> Result<()> {
-    let topic = config.kafka.topic(Topic::Telemetry);
-    let mut settings = vec![
-        ("group.id", config.group_id.as_str()),
-        // A crashed member holds its partitions until its session times
-        // out; keep that short so a restart resumes within seconds.
-        ("session.timeout.ms", "10000"),
-        ("heartbeat.interval.ms", "2000"),
-        ("client.id", "gpuledger-processor-telemetry"),
-        ("enable.auto.commit", "true"),
-        ("auto.commit.interval.ms", "1000"),
-        ("enable.auto.offset.store", "false"),
-        ("auto.offset.reset", "earliest"),
-        ("isolation.level", "read_committed"),
-        // Notice topics (and partitions) created after start within seconds.
-        ("topic.metadata.refresh.interval.ms", "5000"),
-    ];
-    let instance = config
-        .group_instance_id
-        .as_ref()
-        .map(|id| format!("{id}-telemetry"));
-    if let Some(id) = &instance {
-        settings.push(("group.instance.id", id));
-    }
-    let consumer: StreamConsumer = config.kafka.client_config(&settings)?.create()?;
-    consumer.subscribe(&[&topic])?;
-    let dead_letters = DeadLetters::new(&config.kafka, "gpuledger-processor-dlq")?;
-    let codec = Codec::builtin();
-    let leftovers = remove_leftovers(&config.history_root, samples::TABLE, None)?
-        + remove_leftovers(&config.history_root, hourly::TABLE, None)?;
-    if leftovers > 0 {
-        tracing::info!(
-            leftovers,
-            "removed temporary files of writes a crash interrupted"
-        );
-    }
-    let mut durable = durable_offsets(&config.history_root, samples::TABLE, &topic)?;
-    let orphans = remove_beyond(&config.history_root, hourly::TABLE, &topic, &durable, None)?;
-    if orphans > 0 {
-        tracing::info!(
-            orphans,
-            "removed roll-ups whose samples file a crash prevented"
-        );
-    }
-    let mut buffers: HashMap<i32, PartitionBuffer> = HashMap::new();
-    let mut writing: Option<Writing> = None;
-    let mut ticker = tokio::time::interval(config.rolling.max_age.min(Duration::from_secs(1)));
-    tracing::info!(%topic, root = %config.history_root, "telemetry writer started");
+/// A partition's rows on their way to becoming a file.
+struct PendingFile {
+    name: FileName,
+    date: String,
+    /// `None` when every record of the range went to the DLQ: there is no
+    /// file to write, only offsets to store.
+    batch: Option<RecordBatch>,
+}
 
-    loop {
-        tokio::select! {
-            _ = shutdown.wait() => break,
-            _ = ticker.tick() => {
-                // A file written by now has its offsets stored now, not at
-                // the next flush: a quiet topic must not hold them back.
-                if writing.as_ref().is_some_and(|w| w.task.is_finished()) {
-                    settle(&consumer, &topic, &mut writing, &mut durable).await?;
+/// The consumer's side: polling, reading, buffering.
+struct Consumption {
+    consumer: Arc<BaseConsumer>,
+    topic: String,
+    codec: &'static Codec,
+    dead_letters: DeadLetters,
+    runtime: tokio::runtime::Handle,
+    rolling: RollingPolicy,
+    /// Per partition id: the highest offset taken (in a file, buffered or
+    /// sent to the DLQ; a record at or below it is one seen before) and the
+    /// rows buffered.
+    partitions: Vec<PartitionState>,
+    files: Option<SyncSender<PendingFile>>,
+    writer: Option<std::thread::JoinHandle<Result<()>>>,
+}
+
+impl Consumption {
+    /// Subscribes, cleans up what a crash left and starts the file writer.
+    fn start(config: &TelemetryWriterConfig, runtime: tokio::runtime::Handle) -> Result<Self> {
+        let topic = config.kafka.topic(Topic::Telemetry);
+        let mut settings = vec![
+            ("group.id", config.group_id.as_str()),
+            // A crashed member holds its partitions until its session
+            // times out; keep that short so a restart resumes within
+            // seconds.
+            ("session.timeout.ms", "10000"),
+            ("heartbeat.interval.ms", "2000"),
+            ("client.id", "gpuledger-processor-telemetry"),
+            ("enable.auto.commit", "true"),
+            ("auto.commit.interval.ms", "1000"),
+            ("enable.auto.offset.store", "false"),
+            ("auto.offset.reset", "earliest"),
+            ("isolation.level", "read_committed"),
+            // Notice topics (and partitions) created after start within
+            // seconds.
+            ("topic.metadata.refresh.interval.ms", "5000"),
+            // librdkafka stops fetching a partition whose local queue is
+            // past `queued.min.messages` and, by default, waits a whole
+            // second before it fetches again: a consumer that empties its
+            // queue in a few milliseconds then idles most of the time.
+            ("fetch.queue.backoff.ms", "10"),
+        ];
+        let instance = config
+            .group_instance_id
+            .as_ref()
+            .map(|id| format!("{id}-telemetry"));
+        if let Some(id) = &instance {
+            settings.push(("group.instance.id", id));
+        }
+        let consumer: Arc<BaseConsumer> =
+            Arc::new(config.kafka.client_config(&settings)?.create()?);
+        consumer.subscribe(&[&topic])?;
+        let dead_letters = DeadLetters::new(&config.kafka, "gpuledger-processor-dlq")?;
+        let root = &config.history_root;
+        let leftovers = remove_leftovers(root, samples::TABLE, None)?
+            + remove_leftovers(root, hourly::TABLE, None)?;
+        if leftovers > 0 {
+            tracing::info!(
+                leftovers,
+                "removed temporary files of writes a crash interrupted"
+            );
+        }
+        let durable = durable_offsets(root, samples::TABLE, &topic)?;
+        let orphans = remove_beyond(root, hourly::TABLE, &topic, &durable, None)?;
+        if orphans > 0 {
+            tracing::info!(
+                orphans,
+                "removed roll-ups whose samples file a crash prevented"
+            );
+        }
+        let (files, queue) = std::sync::mpsc::sync_channel(QUEUED_FILES);
+        let writer = FileWriter {
+            consumer: consumer.clone(),
+            topic: topic.clone(),
+            root: root.clone(),
+        };
+        let writer = std::thread::Builder::new()
+            .name("telemetry-files".to_owned())
+            .spawn(move || writer.run(&queue))?;
+        tracing::info!(%topic, %root, "telemetry writer started");
+        let mut consumption = Self {
+            consumer,
+            topic,
+            codec: Codec::builtin(),
+            dead_letters,
+            runtime,
+            rolling: config.rolling,
+            partitions: Vec::new(),
+            files: Some(files),
+            writer: Some(writer),
+        };
+        for (partition, offset) in durable {
+            consumption.state(partition).taken = offset;
+        }
+        Ok(consumption)
+    }
+
+    /// A partition's state, made on first sight.
+    fn state(&mut self, partition: i32) -> &mut PartitionState {
+        // Partition ids count from 0; a negative one is never delivered.
+        let index = usize::try_from(partition).unwrap_or_default();
+        if index >= self.partitions.len() {
+            self.partitions
+                .resize_with(index + 1, PartitionState::default);
+        }
+        &mut self.partitions[index]
+    }
+
+    /// Polls until shutdown, then writes what is buffered and commits.
+    fn run(mut self, shutdown: &Shutdown) -> Result<()> {
+        let mut polled = 0u32;
+        // A record borrows the consumer it came from, not the rest of us.
+        let consumer = self.consumer.clone();
+        loop {
+            match consumer.poll(POLL) {
+                Some(Ok(message)) => {
+                    self.take(&message)?;
+                    polled += 1;
+                    if polled < CLOCK_EVERY {
+                        continue;
+                    }
                 }
-                let due: Vec<i32> = buffers
-                    .iter()
-                    .filter(|(_, b)| b.opened.is_some_and(|t| t.elapsed() >= config.rolling.max_age))
-                    .map(|(p, _)| *p)
-                    .collect();
-                for partition in due {
-                    let buffer = buffers.remove(&partition);
-                    flush(config, &consumer, &topic, partition, buffer, &mut writing, &mut durable).await?;
-                }
+                Some(Err(e)) => tracing::warn!(error = %e, "telemetry consumer error; retrying"),
+                None => {}
             }
-            message = consumer.recv() => {
-                let message = match message {
-                    Ok(m) => m,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "telemetry consumer error; retrying");
-                        continue;
-                    }
-                };
-                let partition = message.partition();
-                let offset = message.offset();
-                if durable.get(&partition).is_some_and(|&done| offset <= done) {
-                    continue;
-                }
-                let decoded = codec
-                    .decode(message.payload().unwrap_or_default())
-                    .and_then(|event| event.validate().map(|()| event));
-                let event = match decoded {
-                    Ok(event) => event,
-                    Err(e) => {
-                        metrics::TELEMETRY_DEAD_LETTERS.inc();
-                        tracing::warn!(partition, offset, error = %e, "telemetry record sent to the DLQ");
-                        dead_letters.send(&message, &e.to_string()).await?;
-                        buffers.entry(partition).or_default().note_offset(offset);
-                        continue;
-                    }
-                };
-                let EventBody::GpuSample(sample) = &event.body else {
-                    let reason = format!("{} does not belong on {topic}", event.event_type().name());
-                    metrics::TELEMETRY_DEAD_LETTERS.inc();
-                    tracing::warn!(partition, offset, %reason, "telemetry record sent to the DLQ");
-                    dead_letters.send(&message, &reason).await?;
-                    buffers.entry(partition).or_default().note_offset(offset);
-                    continue;
-                };
-                let day = event.envelope.event_time.day();
-                let rolls_day = buffers.get(&partition).is_some_and(|b| !b.rows.is_empty() && b.day != day);
-                if rolls_day {
-                    let buffer = buffers.remove(&partition);
-                    flush(config, &consumer, &topic, partition, buffer, &mut writing, &mut durable).await?;
-                }
-                let buffer = buffers.entry(partition).or_default();
-                if buffer.rows.is_empty() {
-                    buffer.day = day;
-                    buffer.date = event.envelope.event_time.date_string();
-                }
-                buffer.rows.push(&event.envelope, sample);
-                buffer.note_offset(offset);
-                if buffer.rows.len() >= config.rolling.max_rows {
-                    let buffer = buffers.remove(&partition);
-                    flush(config, &consumer, &topic, partition, buffer, &mut writing, &mut durable).await?;
-                }
+            metrics::TELEMETRY_RECORDS_POLLED.add(u64::from(polled));
+            polled = 0;
+            if shutdown.is_requested() {
+                break;
+            }
+            self.roll_aged()?;
+        }
+        for partition in 0..self.partitions.len() {
+            self.flush(partition as i32)?;
+        }
+        self.finish_writing()?;
+        if let Err(e) = self.consumer.commit_consumer_state(CommitMode::Sync) {
+            // Nothing consumed yet is not a failure.
+            tracing::debug!(error = %e, "final commit");
+        }
+        tracing::info!("telemetry writer stopped");
+        Ok(())
+    }
+
+    /// One record: into its partition's columns, or to the DLQ.
+    fn take(&mut self, message: &BorrowedMessage<'_>) -> Result<()> {
+        let partition = message.partition();
+        let offset = message.offset();
+        let state = self.state(partition);
+        if offset <= state.taken {
+            return Ok(());
+        }
+        state.taken = offset;
+        let payload = message.payload().unwrap_or_default();
+        // Nearly every record is a v1 sample read in place; anything else
+        // is decoded whole, which also explains what is wrong with it.
+        if let Some(record) = self.codec.read_sample(payload) {
+            return match record.validate() {
+                Ok(()) => self.push(partition, offset, &record),
+                Err(e) => self.dead_letter(message, &e.to_string()),
+            };
+        }
+        let event = match self
+            .codec
+            .decode(payload)
+            .and_then(|event| event.validate().map(|()| event))
+        {
+            Ok(event) => event,
+            Err(e) => return self.dead_letter(message, &e.to_string()),
+        };
+        match &event.body {
+            EventBody::GpuSample(sample) => self.push(
+                partition,
+                offset,
+                &SampleRecord::of(&event.envelope, sample),
+            ),
+            _ => {
+                let reason = format!(
+                    "{} does not belong on {}",
+                    event.event_type().name(),
+                    self.topic
+                );
+                self.dead_letter(message, &reason)
             }
         }
     }
-    let partitions: Vec<i32> = buffers.keys().copied().collect();
-    for partition in partitions {
-        let buffer = buffers.remove(&partition);
-        flush(
-            config,
-            &consumer,
-            &topic,
-            partition,
-            buffer,
-            &mut writing,
-            &mut durable,
-        )
-        .await?;
-    }
-    settle(&consumer, &topic, &mut writing, &mut durable).await?;
-    if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
-        // Nothing consumed yet is not a failure.
-        tracing::debug!(error = %e, "final commit");
-    }
-    tracing::info!("telemetry writer stopped");
-    Ok(())
-}
 
-/// Waits for the file being written, if any, and stores its offsets.
-async fn settle(
-    consumer: &StreamConsumer,
-    topic: &str,
-    writing: &mut Option<Writing>,
-    durable: &mut HashMap<i32, i64>,
-) -> Result<()> {
-    let Some(file) = writing.take() else {
-        return Ok(());
-    };
-    file.task
-        .await
-        .map_err(|e| Error::History(format!("writing a samples file: {e}")))??;
-    metrics::SAMPLES_WRITTEN.add(file.rows as u64);
-    metrics::HISTORY_FILES_WRITTEN.inc();
-    store_next(consumer, topic, file.partition, file.last_offset + 1)?;
-    durable.insert(file.partition, file.last_offset);
-    Ok(())
-}
-
-/// Stores `next` as the offset the group resumes `partition` from at the
-/// next commit. (Not `store_offset`: librdkafka's `rd_kafka_offset_store`
-/// stores the offset it is given plus one, which would skip a record.)
-fn store_next(consumer: &StreamConsumer, topic: &str, partition: i32, next: i64) -> Result<()> {
-    let mut list = TopicPartitionList::new();
-    list.add_partition_offset(topic, partition, Offset::Offset(next))?;
-    consumer.store_offsets(&list)?;
-    Ok(())
-}
-
-/// Makes a partition's buffer a durable file: sorted, rolled up and
-/// written on a blocking thread while the consumer reads on. One file is
-/// written at a time; its offsets are stored once it is durable, before
-/// the next file starts, so offsets are stored in order.
-async fn flush(
-    config: &TelemetryWriterConfig,
-    consumer: &StreamConsumer,
-    topic: &str,
-    partition: i32,
-    buffer: Option<PartitionBuffer>,
-    writing: &mut Option<Writing>,
-    durable: &mut HashMap<i32, i64>,
-) -> Result<()> {
-    settle(consumer, topic, writing, durable).await?;
-    let Some(mut buffer) = buffer else {
-        return Ok(());
-    };
-    let Some(first_offset) = buffer.first_offset else {
-        return Ok(());
-    };
-    if buffer.rows.is_empty() {
-        // Only records sent to the DLQ: nothing to write.
-        store_next(consumer, topic, partition, buffer.last_offset + 1)?;
-        durable.insert(partition, buffer.last_offset);
-        return Ok(());
-    }
-    let rows = buffer.rows.len();
-    let batch = buffer
-        .rows
-        .finish()
-        .map_err(|e| Error::History(e.to_string()))?;
-    let name = FileName {
-        topic: topic.to_owned(),
-        partition,
-        first_offset,
-        last_offset: buffer.last_offset,
-    };
-    let date = std::mem::take(&mut buffer.date);
-    let root = config.history_root.clone();
-    let task = tokio::task::spawn_blocking(move || {
-        let history = |e: arrow::error::ArrowError| Error::History(e.to_string());
-        // Sorted first: the roll-up walks each device's samples in time
-        // order, which the sorted batch already is.
-        let batch = samples::sorted(&batch).map_err(history)?;
-        let rolled_up = hourly::roll_up(&batch).map_err(history)?;
-        write_file(&root, hourly::TABLE, &date, &name, &rolled_up)?;
-        write_file(&root, samples::TABLE, &date, &name, &batch)?;
-        tracing::debug!(file = %name.render(), rows, "samples file written");
+    /// Appends a valid sample to its partition's buffer, rolling the
+    /// buffer first when the sample starts a new day and after it when
+    /// the buffer is full.
+    fn push(&mut self, partition: i32, offset: i64, record: &SampleRecord<'_>) -> Result<()> {
+        let day = record.event_time.day();
+        let buffer = &self.state(partition).buffer;
+        if !buffer.rows.is_empty() && buffer.day != day {
+            self.flush(partition)?;
+        }
+        let max_rows = self.rolling.max_rows;
+        let buffer = &mut self.state(partition).buffer;
+        if buffer.rows.is_empty() {
+            buffer.day = day;
+            buffer.date = record.event_time.date_string();
+        }
+        buffer.rows.push(record);
+        buffer.note_offset(offset);
+        buffer.opened.get_or_insert_with(Instant::now);
+        if buffer.rows.len() >= max_rows {
+            self.flush(partition)?;
+        }
         Ok(())
-    });
-    *writing = Some(Writing {
-        partition,
-        last_offset: buffer.last_offset,
-        rows,
-        task,
-    });
-    Ok(())
+    }
+
+    /// Sends a record to the DLQ, counted, and takes its offset: it is
+    /// stored with the rows around it.
+    fn dead_letter(&mut self, message: &BorrowedMessage<'_>, reason: &str) -> Result<()> {
+        let (partition, offset) = (message.partition(), message.offset());
+        metrics::TELEMETRY_DEAD_LETTERS.inc();
+        tracing::warn!(partition, offset, %reason, "telemetry record sent to the DLQ");
+        self.runtime
+            .block_on(self.dead_letters.send(message, reason))?;
+        let buffer = &mut self.state(partition).buffer;
+        buffer.note_offset(offset);
+        buffer.opened.get_or_insert_with(Instant::now);
+        Ok(())
+    }
+
+    /// Rolls every buffer whose oldest row waited past the policy's age.
+    fn roll_aged(&mut self) -> Result<()> {
+        for partition in 0..self.partitions.len() {
+            let opened = self.partitions[partition].buffer.opened;
+            if opened.is_some_and(|t| t.elapsed() >= self.rolling.max_age) {
+                self.flush(partition as i32)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands a partition's buffer to the file writer.
+    fn flush(&mut self, partition: i32) -> Result<()> {
+        let mut buffer = std::mem::take(&mut self.state(partition).buffer);
+        let Some(first_offset) = buffer.first_offset else {
+            return Ok(());
+        };
+        let batch = if buffer.rows.is_empty() {
+            None
+        } else {
+            Some(
+                buffer
+                    .rows
+                    .finish()
+                    .map_err(|e| Error::History(e.to_string()))?,
+            )
+        };
+        let file = PendingFile {
+            name: FileName {
+                topic: self.topic.clone(),
+                partition,
+                first_offset,
+                last_offset: buffer.last_offset,
+            },
+            date: std::mem::take(&mut buffer.date),
+            batch,
+        };
+        let sent = self.files.as_ref().is_some_and(|f| f.send(file).is_ok());
+        if !sent {
+            // The writer stopped on an error: that error is the answer.
+            self.finish_writing()?;
+            return Err(Error::History("the telemetry file writer stopped".into()));
+        }
+        Ok(())
+    }
+
+    /// Waits for every queued file to be durable; the writer's error, if
+    /// it stopped on one.
+    fn finish_writing(&mut self) -> Result<()> {
+        self.files = None;
+        match self.writer.take() {
+            Some(writer) => writer
+                .join()
+                .map_err(|_| Error::History("the telemetry file writer panicked".into()))?,
+            None => Ok(()),
+        }
+    }
+}
+
+/// The writer's side: each file sorted, rolled up, written durably, then
+/// its offsets stored, one file after another.
+struct FileWriter {
+    consumer: Arc<BaseConsumer>,
+    topic: String,
+    root: HistoryRoot,
+}
+
+impl FileWriter {
+    fn run(self, queue: &Receiver<PendingFile>) -> Result<()> {
+        for file in queue {
+            let rows = file.batch.as_ref().map_or(0, RecordBatch::num_rows);
+            if let Some(batch) = &file.batch {
+                let history = |e: arrow::error::ArrowError| Error::History(e.to_string());
+                // Sorted first: the roll-up walks each device's samples in
+                // time order, which the sorted batch already is.
+                let batch = samples::sorted(batch).map_err(history)?;
+                let rolled_up = hourly::roll_up(&batch).map_err(history)?;
+                write_file(
+                    &self.root,
+                    hourly::TABLE,
+                    &file.date,
+                    &file.name,
+                    &rolled_up,
+                )?;
+                write_file(&self.root, samples::TABLE, &file.date, &file.name, &batch)?;
+                metrics::SAMPLES_WRITTEN.add(rows as u64);
+                metrics::HISTORY_FILES_WRITTEN.inc();
+                tracing::debug!(file = %file.name.render(), rows, "samples file written");
+            }
+            self.store_next(file.name.partition, file.name.last_offset + 1)?;
+        }
+        Ok(())
+    }
+
+    /// Stores `next` as the offset the group resumes `partition` from at
+    /// the next commit. (Not `store_offset`: librdkafka's
+    /// `rd_kafka_offset_store` stores the offset it is given plus one,
+    /// which would skip a record.)
+    fn store_next(&self, partition: i32, next: i64) -> Result<()> {
+        let mut list = TopicPartitionList::new();
+        list.add_partition_offset(&self.topic, partition, Offset::Offset(next))?;
+        self.consumer.store_offsets(&list)?;
+        Ok(())
+    }
 }

@@ -18,7 +18,7 @@ pub mod events;
 pub mod exact;
 mod json;
 pub mod pricing;
-mod sample_datum;
+pub mod sample_datum;
 pub mod samples;
 #[cfg(feature = "arrow")]
 pub mod tables;
@@ -29,5 +29,6 @@ pub mod wire;
 pub use error::{Error, Result};
 pub use events::{Envelope, Event, EventBody, EventType, Topic};
 pub use exact::{Decimal, Rational};
+pub use sample_datum::SampleRecord;
 pub use time::Timestamp;
 pub use wire::{Codec, cloud_event_headers};

@@ -1,8 +1,9 @@
-//! A direct reader of `GpuSample` datums written with the released v1
-//! schema. The telemetry topic carries far more samples than anything
-//! else, and the generic reader builds a tree of named values for every
-//! record before the event is made from it; this one reads the fields in
-//! schema order straight into the event.
+//! `GpuSample` records read in place. The telemetry topic carries far
+//! more samples than anything else, and the generic Avro reader builds a
+//! tree of named values, then an event of owned strings, for every record;
+//! this reader walks a datum written with the released v1 schema field by
+//! field and borrows its text from the message, so a sample reaches the
+//! `samples` columns without a single allocation.
 //!
 //! It answers only when the whole datum reads cleanly. Anything else — a
 //! truncated record, a union branch that does not exist, a string that is
@@ -14,17 +15,177 @@
 use crate::events::GpuSample;
 use crate::{Envelope, Event, Timestamp};
 
-/// The event in `datum` (the bytes after the single-object header), if it
-/// is a well-formed v1 `GpuSample`.
-pub(crate) fn read(datum: &[u8]) -> Option<Event> {
+/// A `GpuSample` event with its text borrowed: from a message, as
+/// [`crate::Codec::read_sample`] reads it, or from an owned event
+/// ([`SampleRecord::of`]). The one shape the `samples` columns and the
+/// sample rules of validation take.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SampleRecord<'a> {
+    pub event_id: &'a str,
+    pub event_time: Timestamp,
+    pub source: &'a str,
+    pub cluster: &'a str,
+    pub node: &'a str,
+    pub pool: &'a str,
+    pub device_uuid: &'a str,
+    pub parent_gpu_uuid: Option<&'a str>,
+    pub model: &'a str,
+    pub mig_profile: Option<&'a str>,
+    pub slices: i32,
+    pub max_slices: i32,
+    pub sm_util_pct: Option<f32>,
+    pub mem_util_pct: Option<f32>,
+    pub mem_used_bytes: i64,
+    pub mem_total_bytes: i64,
+    pub power_mw: Option<i64>,
+    pub energy_mj: Option<i64>,
+    pub temp_c: Option<i32>,
+    pub pids: Pids<'a>,
+    pub job_id: Option<&'a str>,
+    pub tenant: Option<&'a str>,
+    pub interval_ms: i32,
+    pub seq: i64,
+}
+
+/// A sample's process ids: still Avro-encoded in the message (already
+/// checked to read cleanly), or an owned event's list.
+#[derive(Debug, Clone, Copy)]
+pub enum Pids<'a> {
+    /// The array's encoded blocks, ending with the empty block.
+    Encoded(&'a [u8]),
+    Decoded(&'a [i64]),
+}
+
+impl PartialEq for Pids<'_> {
+    /// The same ids in the same order, however they are held.
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Pids<'_> {
+    /// The ids in order.
+    pub fn iter(&self) -> impl Iterator<Item = i64> + '_ {
+        let (encoded, decoded) = match *self {
+            Pids::Encoded(bytes) => (Some(PidBlocks::new(bytes)), None),
+            Pids::Decoded(values) => (None, Some(values.iter().copied())),
+        };
+        encoded
+            .into_iter()
+            .flatten()
+            .chain(decoded.into_iter().flatten())
+    }
+}
+
+/// Walks the blocks of an encoded `long` array that was checked whole.
+struct PidBlocks<'a> {
+    datum: Datum<'a>,
+    left_in_block: u64,
+}
+
+impl<'a> PidBlocks<'a> {
+    fn new(bytes: &'a [u8]) -> Self {
+        Self {
+            datum: Datum { rest: bytes },
+            left_in_block: 0,
+        }
+    }
+}
+
+impl Iterator for PidBlocks<'_> {
+    type Item = i64;
+
+    fn next(&mut self) -> Option<i64> {
+        while self.left_in_block == 0 {
+            let count = self.datum.long()?;
+            if count == 0 {
+                return None;
+            }
+            if count < 0 {
+                self.datum.long()?;
+            }
+            self.left_in_block = count.unsigned_abs();
+        }
+        self.left_in_block -= 1;
+        self.datum.long()
+    }
+}
+
+impl<'a> SampleRecord<'a> {
+    /// An owned sample event, borrowed.
+    pub fn of(envelope: &'a Envelope, s: &'a GpuSample) -> Self {
+        Self {
+            event_id: &envelope.event_id,
+            event_time: envelope.event_time,
+            source: &envelope.source,
+            cluster: &envelope.cluster,
+            node: &s.node,
+            pool: &s.pool,
+            device_uuid: &s.device_uuid,
+            parent_gpu_uuid: s.parent_gpu_uuid.as_deref(),
+            model: &s.model,
+            mig_profile: s.mig_profile.as_deref(),
+            slices: s.slices,
+            max_slices: s.max_slices,
+            sm_util_pct: s.sm_util_pct,
+            mem_util_pct: s.mem_util_pct,
+            mem_used_bytes: s.mem_used_bytes,
+            mem_total_bytes: s.mem_total_bytes,
+            power_mw: s.power_mw,
+            energy_mj: s.energy_mj,
+            temp_c: s.temp_c,
+            pids: Pids::Decoded(&s.pids),
+            job_id: s.job_id.as_deref(),
+            tenant: s.tenant.as_deref(),
+            interval_ms: s.interval_ms,
+            seq: s.seq,
+        }
+    }
+
+    /// The record as an owned event.
+    pub fn to_event(&self) -> Event {
+        let owned = |s: Option<&str>| s.map(str::to_owned);
+        let envelope = Envelope {
+            event_id: self.event_id.to_owned(),
+            event_time: self.event_time,
+            source: self.source.to_owned(),
+            cluster: self.cluster.to_owned(),
+        };
+        let sample = GpuSample {
+            node: self.node.to_owned(),
+            pool: self.pool.to_owned(),
+            device_uuid: self.device_uuid.to_owned(),
+            parent_gpu_uuid: owned(self.parent_gpu_uuid),
+            model: self.model.to_owned(),
+            mig_profile: owned(self.mig_profile),
+            slices: self.slices,
+            max_slices: self.max_slices,
+            sm_util_pct: self.sm_util_pct,
+            mem_util_pct: self.mem_util_pct,
+            mem_used_bytes: self.mem_used_bytes,
+            mem_total_bytes: self.mem_total_bytes,
+            power_mw: self.power_mw,
+            energy_mj: self.energy_mj,
+            temp_c: self.temp_c,
+            pids: self.pids.iter().collect(),
+            job_id: owned(self.job_id),
+            tenant: owned(self.tenant),
+            interval_ms: self.interval_ms,
+            seq: self.seq,
+        };
+        Event::new(envelope, sample)
+    }
+}
+
+/// The record in `datum` (the bytes after the single-object header), if
+/// it is a well-formed v1 `GpuSample`.
+pub(crate) fn read(datum: &[u8]) -> Option<SampleRecord<'_>> {
     let mut d = Datum { rest: datum };
-    let envelope = Envelope {
+    let record = SampleRecord {
         event_id: d.string()?,
         event_time: Timestamp::from_micros(d.long()?),
         source: d.string()?,
         cluster: d.string()?,
-    };
-    let sample = GpuSample {
         node: d.string()?,
         pool: d.string()?,
         device_uuid: d.string()?,
@@ -46,7 +207,7 @@ pub(crate) fn read(datum: &[u8]) -> Option<Event> {
         interval_ms: d.int()?,
         seq: d.long()?,
     };
-    d.rest.is_empty().then(|| Event::new(envelope, sample))
+    d.rest.is_empty().then_some(record)
 }
 
 /// The bytes of a datum not read yet.
@@ -54,7 +215,7 @@ struct Datum<'a> {
     rest: &'a [u8],
 }
 
-impl Datum<'_> {
+impl<'a> Datum<'a> {
     /// A zig-zag varint `long` (at most 10 bytes).
     fn long(&mut self) -> Option<i64> {
         let mut value: u64 = 0;
@@ -85,11 +246,11 @@ impl Datum<'_> {
     }
 
     /// A `string`: its length, then UTF-8.
-    fn string(&mut self) -> Option<String> {
+    fn string(&mut self) -> Option<&'a str> {
         let len = usize::try_from(self.long()?).ok()?;
         let (bytes, rest) = self.rest.split_at_checked(len)?;
         self.rest = rest;
-        std::str::from_utf8(bytes).ok().map(str::to_owned)
+        std::str::from_utf8(bytes).ok()
     }
 
     /// A `["null", T]` union: branch 0 is null, branch 1 is `T`.
@@ -101,35 +262,36 @@ impl Datum<'_> {
         }
     }
 
-    /// An array of `long`s: blocks of items, a negative count followed by
-    /// the block's size in bytes, ended by an empty block.
-    fn longs(&mut self) -> Option<Vec<i64>> {
-        let mut out = Vec::new();
+    /// An array of `long`s, checked whole and kept encoded: blocks of
+    /// items (a negative count is followed by the block's size in bytes),
+    /// ended by an empty block.
+    fn longs(&mut self) -> Option<Pids<'a>> {
+        let start = self.rest;
         loop {
             let count = self.long()?;
             if count == 0 {
-                return Some(out);
+                let used = start.len() - self.rest.len();
+                return Some(Pids::Encoded(&start[..used]));
             }
             if count < 0 {
                 self.long()?;
             }
-            let count = usize::try_from(count.unsigned_abs()).ok()?;
             // Every item takes a byte at least: a count beyond what is left
-            // cannot be honest, and must not size an allocation.
+            // cannot be honest.
+            let count = usize::try_from(count.unsigned_abs()).ok()?;
             if count > self.rest.len() {
                 return None;
             }
-            out.reserve(count);
             for _ in 0..count {
-                out.push(self.long()?);
+                self.long()?;
             }
         }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::EventBody;
     use crate::wire::{Codec, HEADER_LEN};
 
     /// Samples with every optional field set and unset, MIG and whole,
@@ -180,7 +342,12 @@ mod tests {
         let codec = Codec::builtin();
         for event in samples() {
             let bytes = codec.encode(&event).unwrap();
-            assert_eq!(read(&bytes[HEADER_LEN..]).as_ref(), Some(&event));
+            let record = read(&bytes[HEADER_LEN..]).unwrap();
+            assert_eq!(record.to_event(), event);
+            let EventBody::GpuSample(sample) = &event.body else {
+                unreachable!()
+            };
+            assert_eq!(record, SampleRecord::of(&event.envelope, sample));
             assert_eq!(codec.decode(&bytes).unwrap(), event);
             assert_eq!(codec.decode_generic(&bytes).unwrap(), event);
         }
@@ -215,7 +382,7 @@ mod tests {
                     e.map(|e| codec.encode(&e).unwrap())
                         .map_err(|e| e.to_string())
                 };
-                if let Some(direct) = read(&damaged[HEADER_LEN..]) {
+                if let Some(direct) = read(&damaged[HEADER_LEN..]).map(|r| r.to_event()) {
                     assert_eq!(written(codec.decode_generic(&damaged)), written(Ok(direct)));
                 }
                 assert_eq!(

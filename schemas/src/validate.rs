@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use crate::error::{Error, Result};
 use crate::events::*;
 use crate::exact::Decimal;
+use crate::sample_datum::SampleRecord;
 
 /// Checks one event, stopping at the first problem.
 struct Check<'a> {
@@ -82,10 +83,44 @@ impl Check<'_> {
         }
     }
 
+    fn envelope(&self, event_id: &str, source: &str, cluster: &str) -> Result<()> {
+        self.text("event_id", event_id)?;
+        self.text("source", source)?;
+        self.text("cluster", cluster)
+    }
+
+    /// The rules of a `GpuSample`'s own fields.
+    fn sample(&self, s: &SampleRecord<'_>) -> Result<()> {
+        self.text("node", s.node)?;
+        self.text("pool", s.pool)?;
+        self.text("device_uuid", s.device_uuid)?;
+        self.text("model", s.model)?;
+        self.device_ge("", s.slices, s.max_slices)?;
+        self.percent("sm_util_pct", s.sm_util_pct)?;
+        self.percent("mem_util_pct", s.mem_util_pct)?;
+        self.at_least("mem_used_bytes", s.mem_used_bytes, 0)?;
+        self.at_least("mem_total_bytes", s.mem_total_bytes, 0)?;
+        self.at_least("interval_ms", s.interval_ms.into(), 1)?;
+        self.at_least("seq", s.seq, 0)
+    }
+
     fn cause(&self, partition: i32, offset: i64, cause_event_id: &str) -> Result<()> {
         self.at_least("ledger_partition", partition.into(), 0)?;
         self.at_least("ledger_offset", offset, 0)?;
         self.text("cause_event_id", cause_event_id)
+    }
+}
+
+impl SampleRecord<'_> {
+    /// Checks the sample against the contract's rules, as
+    /// [`Event::validate`] checks the same sample owned.
+    pub fn validate(&self) -> Result<()> {
+        let c = Check {
+            event_type: EventType::GpuSample,
+            event_id: self.event_id,
+        };
+        c.envelope(self.event_id, self.source, self.cluster)?;
+        c.sample(self)
     }
 }
 
@@ -97,9 +132,7 @@ impl Event {
             event_type: self.event_type(),
             event_id: &env.event_id,
         };
-        c.text("event_id", &env.event_id)?;
-        c.text("source", &env.source)?;
-        c.text("cluster", &env.cluster)?;
+        c.envelope(&env.event_id, &env.source, &env.cluster)?;
         match &self.body {
             EventBody::NodeInventory(e) => {
                 c.text("pool", &e.pool)?;
@@ -278,19 +311,7 @@ impl Event {
                     ));
                 }
             }
-            EventBody::GpuSample(e) => {
-                c.text("node", &e.node)?;
-                c.text("pool", &e.pool)?;
-                c.text("device_uuid", &e.device_uuid)?;
-                c.text("model", &e.model)?;
-                c.device_ge("", e.slices, e.max_slices)?;
-                c.percent("sm_util_pct", e.sm_util_pct)?;
-                c.percent("mem_util_pct", e.mem_util_pct)?;
-                c.at_least("mem_used_bytes", e.mem_used_bytes, 0)?;
-                c.at_least("mem_total_bytes", e.mem_total_bytes, 0)?;
-                c.at_least("interval_ms", e.interval_ms.into(), 1)?;
-                c.at_least("seq", e.seq, 0)?;
-            }
+            EventBody::GpuSample(e) => c.sample(&SampleRecord::of(env, e))?,
             EventBody::AdmissionDecision(e) => {
                 c.text("pool", &e.pool)?;
                 c.text("request_id", &e.request_id)?;

@@ -18,7 +18,7 @@ use apache_avro::writer::datum::GenericDatumWriter;
 use crate::avro::Fields;
 use crate::error::{Error, Result, display_id};
 use crate::events::{Envelope, Event, EventBody, EventType};
-use crate::sample_datum;
+use crate::sample_datum::{self, SampleRecord};
 
 /// The two bytes that open every single-object encoded message.
 pub const SINGLE_OBJECT_MARKER: [u8; 2] = [0xC3, 0x01];
@@ -314,11 +314,22 @@ impl Codec {
     pub fn decode(&self, bytes: &[u8]) -> Result<Event> {
         let (_, fp) = self.writer_of(bytes)?;
         if self.direct_sample == Some(fp)
-            && let Some(event) = sample_datum::read(&bytes[HEADER_LEN..])
+            && let Some(record) = sample_datum::read(&bytes[HEADER_LEN..])
         {
-            return Ok(event);
+            return Ok(record.to_event());
         }
         self.decode_generic(bytes)
+    }
+
+    /// A `GpuSample` message read in place, when it is one written with
+    /// the released v1 schema and reads cleanly; `None` for anything else,
+    /// which [`Codec::decode`] then decodes (or explains). Not validated.
+    pub fn read_sample<'a>(&self, bytes: &'a [u8]) -> Option<SampleRecord<'a>> {
+        let fp = bytes.get(2..HEADER_LEN)?;
+        if bytes[..2] != SINGLE_OBJECT_MARKER || self.direct_sample.is_none_or(|d| d[..] != *fp) {
+            return None;
+        }
+        sample_datum::read(&bytes[HEADER_LEN..])
     }
 
     /// The schema a single-object message was written with, and its

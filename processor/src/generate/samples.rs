@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use gpuledger_schemas::events::GpuSample;
-use gpuledger_schemas::{Envelope, Timestamp};
+use gpuledger_schemas::{Envelope, SampleRecord, Timestamp};
 
 use super::{CLUSTER, GPUS_PER_NODE, GenerateConfig, GenerateSummary, Gpu, MICROS, Run, pick};
 use crate::history::hourly;
@@ -204,7 +204,7 @@ pub(super) fn samples_of_fleet(
                                 set(&mut sample.tenant, run.map(|r| r.tenant));
                                 sample.seq =
                                     tick * GPUS_PER_NODE as i64 + (g % GPUS_PER_NODE) as i64;
-                                builder.push(&envelope, &sample);
+                                builder.push(&SampleRecord::of(&envelope, &sample));
                             }
                         }
                         let batch = builder

@@ -85,19 +85,38 @@ pub fn roll_up(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
             .then(time.value(a).cmp(&time.value(b)))
     });
 
-    let mut rows: BTreeMap<Key<'_>, Sums<'_>> = BTreeMap::new();
+    // Rows in order of first sight, found by key; consecutive samples
+    // nearly always share a row, so the row of the sample before is tried
+    // first.
+    let mut rows: Vec<(Key<'_>, Sums<'_>)> = Vec::new();
+    let mut index: BTreeMap<Key<'_>, usize> = BTreeMap::new();
+    let mut current: Option<usize> = None;
     // The current device's last energy counter, and the row it went to.
     let mut previous: Option<i64> = None;
-    let mut last_energy_row: Option<Key<'_>> = None;
+    let mut last_energy_row: Option<usize> = None;
     let mut current_device: Option<&str> = None;
+    let new_sums = |i: usize, t: i64| Sums {
+        pool: pool.value(i),
+        node: node.value(i),
+        model: model.value(i),
+        span_start: i64::MAX,
+        first_time: t,
+        last_time: t,
+        samples: 0,
+        sampled_ms: 0,
+        idle_ms: 0,
+        sm_sum: 0.0,
+        sm_known: 0,
+        energy_mj: 0,
+        opening_energy_mj: None,
+        closing_energy_mj: None,
+    };
     for i in order {
         let device_uuid = device.value(i);
         if current_device != Some(device_uuid) {
             // Close the previous device: its last counter is the closing.
-            if let (Some(key), Some(counter)) = (last_energy_row.take(), previous.take())
-                && let Some(sums) = rows.get_mut(&key)
-            {
-                sums.closing_energy_mj = Some(counter);
+            if let (Some(row), Some(counter)) = (last_energy_row.take(), previous.take()) {
+                rows[row].1.closing_energy_mj = Some(counter);
             }
             current_device = Some(device_uuid);
         }
@@ -111,22 +130,15 @@ pub fn roll_up(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
             slices: slices.value(i),
             max_slices: max_slices.value(i),
         };
-        let sums = rows.entry(key.clone()).or_insert_with(|| Sums {
-            pool: pool.value(i),
-            node: node.value(i),
-            model: model.value(i),
-            span_start: i64::MAX,
-            first_time: t,
-            last_time: t,
-            samples: 0,
-            sampled_ms: 0,
-            idle_ms: 0,
-            sm_sum: 0.0,
-            sm_known: 0,
-            energy_mj: 0,
-            opening_energy_mj: None,
-            closing_energy_mj: None,
-        });
+        let row = match current {
+            Some(row) if rows[row].0 == key => row,
+            _ => *index.entry(key.clone()).or_insert_with(|| {
+                rows.push((key, new_sums(i, t)));
+                rows.len() - 1
+            }),
+        };
+        current = Some(row);
+        let sums = &mut rows[row].1;
         sums.span_start = sums.span_start.min(t - interval_ms * 1_000);
         sums.first_time = sums.first_time.min(t);
         sums.last_time = sums.last_time.max(t);
@@ -147,18 +159,18 @@ pub fn roll_up(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
                 None => sums.opening_energy_mj = Some(counter),
             }
             previous = Some(counter);
-            last_energy_row = Some(key);
+            last_energy_row = Some(row);
         }
     }
-    if let (Some(key), Some(counter)) = (last_energy_row, previous)
-        && let Some(sums) = rows.get_mut(&key)
-    {
-        sums.closing_energy_mj = Some(counter);
+    if let (Some(row), Some(counter)) = (last_energy_row, previous) {
+        rows[row].1.closing_energy_mj = Some(counter);
     }
+    // In key order, as the roll-up has always been written.
+    rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     build(rows)
 }
 
-fn build(rows: BTreeMap<Key<'_>, Sums<'_>>) -> Result<RecordBatch, ArrowError> {
+fn build(rows: Vec<(Key<'_>, Sums<'_>)>) -> Result<RecordBatch, ArrowError> {
     let n = rows.len();
     let mut hour = TimestampMicrosecondBuilder::with_capacity(n);
     let mut pool = StringBuilder::new();
@@ -259,7 +271,7 @@ mod tests {
     fn rolled(input: &[(gpuledger_schemas::Envelope, GpuSample)]) -> RecordBatch {
         let mut builder = SamplesBuilder::default();
         for (env, s) in input {
-            builder.push(env, s);
+            builder.push(&gpuledger_schemas::SampleRecord::of(env, s));
         }
         roll_up(&builder.finish().unwrap()).unwrap()
     }

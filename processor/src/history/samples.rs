@@ -1,15 +1,17 @@
 //! The `samples` table: every `GpuSample`, one row each.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
     ArrayRef, Float32Builder, Int32Builder, Int64Builder, ListBuilder, RecordBatch, StringBuilder,
     TimestampMicrosecondBuilder,
 };
-use arrow::compute::{SortColumn, lexsort_to_indices, take_record_batch};
+use arrow::array::{AsArray, UInt32Array};
+use arrow::compute::take_record_batch;
+use arrow::datatypes::{Int64Type, TimestampMicrosecondType};
 use arrow::error::ArrowError;
-use gpuledger_schemas::Envelope;
-use gpuledger_schemas::events::GpuSample;
+use gpuledger_schemas::SampleRecord;
 
 pub use gpuledger_schemas::tables::samples::TABLE;
 
@@ -56,16 +58,15 @@ impl SamplesBuilder {
     }
 
     /// Appends one sample.
-    pub fn push(&mut self, env: &Envelope, s: &GpuSample) {
-        self.time.append_value(env.event_time.as_micros());
-        self.cluster.append_value(&env.cluster);
-        self.pool.append_value(&s.pool);
-        self.node.append_value(&s.node);
-        self.device_uuid.append_value(&s.device_uuid);
-        self.parent_gpu_uuid
-            .append_option(s.parent_gpu_uuid.as_deref());
-        self.model.append_value(&s.model);
-        self.mig_profile.append_option(s.mig_profile.as_deref());
+    pub fn push(&mut self, s: &SampleRecord<'_>) {
+        self.time.append_value(s.event_time.as_micros());
+        self.cluster.append_value(s.cluster);
+        self.pool.append_value(s.pool);
+        self.node.append_value(s.node);
+        self.device_uuid.append_value(s.device_uuid);
+        self.parent_gpu_uuid.append_option(s.parent_gpu_uuid);
+        self.model.append_value(s.model);
+        self.mig_profile.append_option(s.mig_profile);
         self.slices.append_value(s.slices);
         self.max_slices.append_value(s.max_slices);
         self.sm_util_pct.append_option(s.sm_util_pct);
@@ -75,12 +76,12 @@ impl SamplesBuilder {
         self.power_mw.append_option(s.power_mw);
         self.energy_mj.append_option(s.energy_mj);
         self.temp_c.append_option(s.temp_c);
-        self.pids.values().append_slice(&s.pids);
+        self.pids.values().extend(s.pids.iter().map(Some));
         self.pids.append(true);
-        self.job_id.append_option(s.job_id.as_deref());
-        self.tenant.append_option(s.tenant.as_deref());
+        self.job_id.append_option(s.job_id);
+        self.tenant.append_option(s.tenant);
         self.interval_ms.append_value(s.interval_ms);
-        self.source.append_value(&env.source);
+        self.source.append_value(s.source);
         self.seq.append_value(s.seq);
         self.rows += 1;
     }
@@ -118,34 +119,70 @@ impl SamplesBuilder {
 }
 
 /// The rows of a `samples` batch ordered by device, then time (then
-/// `seq`): each
-/// column's neighbouring values then differ little (one device's clock,
-/// counters and holder), which is what dictionary, delta and zstd
-/// encodings compress best.
+/// `seq`): each column's neighbouring values then differ little (one
+/// device's clock, counters and holder), which is what dictionary, delta
+/// and zstd encodings compress best.
+///
+/// A partition brings each device's samples in time order, interleaved
+/// with other devices': rows are grouped by device (a few hundred per
+/// batch, ordered by name) keeping their arrival order, and only a device
+/// whose samples did not arrive in order is sorted again.
 pub fn sorted(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
     let column = |name: &str| {
         batch
             .column_by_name(name)
-            .cloned()
             .ok_or_else(|| ArrowError::SchemaError(format!("samples batch has no column {name}")))
     };
-    let keys = [
-        SortColumn {
-            values: column("device_uuid")?,
-            options: None,
-        },
-        SortColumn {
-            values: column("time")?,
-            options: None,
-        },
-        // Ties (none from an honest collector) in the order they were made.
-        SortColumn {
-            values: column("seq")?,
-            options: None,
-        },
-    ];
-    let order = lexsort_to_indices(&keys, None)?;
-    take_record_batch(batch, &order)
+    let device = column("device_uuid")?.as_string::<i32>();
+    let time = column("time")?.as_primitive::<TimestampMicrosecondType>();
+    let seq = column("seq")?.as_primitive::<Int64Type>();
+    let rows = batch.num_rows();
+    let row_index = |i: usize| {
+        u32::try_from(i)
+            .map_err(|_| ArrowError::ComputeError(format!("a samples batch of {rows} rows")))
+    };
+
+    // Each row's device as a small number, in order of first sight.
+    let mut ids: HashMap<&str, u32> = HashMap::new();
+    let mut names: Vec<&str> = Vec::new();
+    let mut device_of: Vec<u32> = Vec::with_capacity(rows);
+    for i in 0..rows {
+        let name = device.value(i);
+        let id = *ids.entry(name).or_insert_with(|| {
+            names.push(name);
+            (names.len() - 1) as u32
+        });
+        device_of.push(id);
+    }
+    // Devices by name; each device's rows start where the ones before end.
+    let mut by_name: Vec<u32> = (0..names.len() as u32).collect();
+    by_name.sort_unstable_by(|&a, &b| names[a as usize].cmp(names[b as usize]));
+    let mut counts = vec![0usize; names.len()];
+    for &id in &device_of {
+        counts[id as usize] += 1;
+    }
+    let mut starts = vec![0usize; names.len()];
+    let mut next = 0;
+    for &id in &by_name {
+        starts[id as usize] = next;
+        next += counts[id as usize];
+    }
+    let mut order = vec![0u32; rows];
+    let mut fill = starts.clone();
+    for (i, &id) in device_of.iter().enumerate() {
+        order[fill[id as usize]] = row_index(i)?;
+        fill[id as usize] += 1;
+    }
+    // Within a device: time, then seq (ties, none from an honest
+    // collector, in the order they were made).
+    let key = |i: u32| (time.value(i as usize), seq.value(i as usize));
+    for &id in &by_name {
+        let run = &mut order[starts[id as usize]..fill[id as usize]];
+        if !run.is_sorted_by_key(|&i| key(i)) {
+            run.sort_by_key(|&i| key(i));
+        }
+    }
+    take_record_batch(batch, &UInt32Array::from(order))
 }
 
 #[cfg(test)]
@@ -164,11 +201,81 @@ mod tests {
             unreachable!()
         };
         let mut builder = SamplesBuilder::default();
-        builder.push(&event.envelope, s);
-        builder.push(&event.envelope, s);
+        builder.push(&SampleRecord::of(&event.envelope, s));
+        builder.push(&SampleRecord::of(&event.envelope, s));
         let batch = builder.finish().unwrap();
         assert_eq!(batch.num_rows(), 2);
         assert_eq!(batch.schema(), *SCHEMA);
         assert!(builder.is_empty());
+    }
+
+    /// Rows of several devices, interleaved, some arriving out of time
+    /// order and some with equal times: sorted by device, time and seq,
+    /// whole rows kept together.
+    #[test]
+    fn sorting_orders_by_device_then_time_then_seq() {
+        let event = one_of_each()
+            .into_iter()
+            .find(|e| matches!(e.body, EventBody::GpuSample(_)))
+            .unwrap();
+        let EventBody::GpuSample(template) = &event.body else {
+            unreachable!()
+        };
+        let mut state = 7u64;
+        let mut next = |n: u64| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            (state >> 33) % n
+        };
+        let mut expected = Vec::new();
+        let mut builder = SamplesBuilder::default();
+        for i in 0..2_000i64 {
+            let mut envelope = event.envelope.clone();
+            let mut sample = template.clone();
+            let device = next(9);
+            sample.device_uuid = format!("GPU-{device}");
+            // Mostly in time order per device, sometimes late or tied.
+            let late = if next(10) == 0 { next(50) as i64 } else { 0 };
+            envelope.event_time = gpuledger_schemas::Timestamp::from_micros((i - late) / 3);
+            sample.seq = 5_000 - i;
+            sample.mem_used_bytes = i;
+            builder.push(&SampleRecord::of(&envelope, &sample));
+            expected.push((
+                sample.device_uuid.clone(),
+                envelope.event_time.as_micros(),
+                sample.seq,
+                i,
+            ));
+        }
+        expected.sort();
+        let batch = sorted(&builder.finish().unwrap()).unwrap();
+        let device = batch
+            .column_by_name("device_uuid")
+            .unwrap()
+            .as_string::<i32>();
+        let time = batch
+            .column_by_name("time")
+            .unwrap()
+            .as_primitive::<TimestampMicrosecondType>();
+        let seq = batch
+            .column_by_name("seq")
+            .unwrap()
+            .as_primitive::<Int64Type>();
+        let used = batch
+            .column_by_name("mem_used_bytes")
+            .unwrap()
+            .as_primitive::<Int64Type>();
+        let got: Vec<(String, i64, i64, i64)> = (0..batch.num_rows())
+            .map(|r| {
+                (
+                    device.value(r).to_owned(),
+                    time.value(r),
+                    seq.value(r),
+                    used.value(r),
+                )
+            })
+            .collect();
+        assert_eq!(got, expected);
     }
 }
