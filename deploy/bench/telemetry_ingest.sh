@@ -6,7 +6,11 @@
 #   deploy/bench/telemetry_ingest.sh        (needs the local broker running)
 #
 # Settings: BENCH_NODES (default 100; 5 devices each: 1 GPU split 3g+2g+1g+1g
-# and 1 whole GPU), BENCH_TICKS (default 4000), CARGO_TARGET_DIR.
+# and 1 whole GPU), BENCH_TICKS (default 20000: 10,000,000 samples, so that
+# start-up and the last files' roll by age, up to --flush-interval-ms, are
+# a small part of the figure), CARGO_TARGET_DIR; BENCH_PREFIX=<prefix of an
+# earlier run> measures again on the topic that run produced (the same
+# BENCH_NODES and BENCH_TICKS), without producing it anew.
 # Builds with the `bench` profile (release without LTO).
 set -euo pipefail
 
@@ -15,21 +19,23 @@ target=${CARGO_TARGET_DIR:-$repo/target}
 # The bench profile builds into target/release.
 bin=$target/release
 nodes=${BENCH_NODES:-100}
-ticks=${BENCH_TICKS:-4000}
+ticks=${BENCH_TICKS:-20000}
 samples=$((nodes * 5 * ticks))
 bootstrap=${GPULEDGER_KAFKA_BOOTSTRAP:-127.0.0.1:9092}
-prefix="bench-$(date +%s)."
-work="$repo/var/bench-${prefix%.}"
+prefix=${BENCH_PREFIX:-"bench-$(date +%s)."}
+run="bench-$(date +%s)"
+work="$repo/var/$run"
 mkdir -p "$work"
 now() { date +%s.%N; }
 
 cargo build --profile bench -p gpuledger-processor -p gpuledger-collector >&2
-GPULEDGER_TOPIC_PREFIX=$prefix GPULEDGER_TELEMETRY_PARTITIONS=4 "$repo/deploy/local/kafka.sh" topics
-
-echo "producing $samples samples ($nodes nodes × 5 devices × $ticks ticks)" >&2
 t0=$(now)
-"$bin/gpuledger-collector" --log-filter warn simulate --kafka-bootstrap "$bootstrap" --topic-prefix "$prefix" \
-  --nodes "$nodes" --gpus-per-node 2 --ticks "$ticks" --start 2026-11-01T00:00:00Z --summary > "$work/summary.json"
+if [ -z "${BENCH_PREFIX:-}" ]; then
+  GPULEDGER_TOPIC_PREFIX=$prefix GPULEDGER_TELEMETRY_PARTITIONS=4 "$repo/deploy/local/kafka.sh" topics
+  echo "producing $samples samples ($nodes nodes × 5 devices × $ticks ticks) on ${prefix}gpuledger.telemetry" >&2
+  "$bin/gpuledger-collector" --log-filter warn simulate --kafka-bootstrap "$bootstrap" --topic-prefix "$prefix" \
+    --nodes "$nodes" --gpus-per-node 2 --ticks "$ticks" --start 2026-11-01T00:00:00Z --summary > "$work/summary.json"
+fi
 t1=$(now)
 
 topic="${prefix}gpuledger.telemetry"
@@ -38,7 +44,7 @@ kcat -C -b "$bootstrap" -t "$topic" -o beginning -e -q -f '%s' > /dev/null
 t3=$(now)
 
 "$bin/gpuledger-processor" --log-filter warn run --kafka-bootstrap "$bootstrap" --topic-prefix "$prefix" \
-  --history-root "$work/history" --state-dir "$work/state" --group-id "${prefix}processor" \
+  --history-root "$work/history" --state-dir "$work/state" --group-id "${run}-processor" \
   --api-listen 127.0.0.1:0 --clock-interval-s 0 --flush-rows 100000 --flush-interval-ms 2000 \
   > "$work/processor.out" 2> "$work/processor.log" &
 pid=$!
@@ -46,8 +52,12 @@ t4=$(now)
 trap 'kill $pid 2>/dev/null || true' EXIT
 for _ in $(seq 1 600); do grep -q listening "$work/processor.out" 2>/dev/null && break; sleep 0.05; done
 api=$(sed -n 's/^control API listening on //p' "$work/processor.out")
+t_read=
 while true; do
-  written=$(curl -s "$api/metrics" | awk '$1 == "gpuledger_samples_written_total" {print $2}')
+  metrics=$(curl -s "$api/metrics")
+  written=$(echo "$metrics" | awk '$1 == "gpuledger_samples_written_total" {print $2}')
+  polled=$(echo "$metrics" | awk '$1 == "gpuledger_telemetry_records_polled_total" {print $2}')
+  [ -z "$t_read" ] && [ "${polled:-0}" -ge "$samples" ] && t_read=$(now)
   [ "${written:-0}" -ge "$samples" ] && break
   kill -0 $pid 2>/dev/null || { tail "$work/processor.log"; exit 1; }
   sleep 0.05
@@ -56,14 +66,17 @@ t5=$(now)
 bytes=$(du -sb "$work/history/samples" | cut -f1)
 files=$(find "$work/history/samples" -name '*.parquet' | wc -l)
 
-python3 - "$samples" "$t0" "$t1" "$t2" "$t3" "$t4" "$t5" "$bytes" "$files" <<'PY'
+python3 - "$samples" "$t0" "$t1" "$t2" "$t3" "$t4" "$t5" "$bytes" "$files" "${t_read:-$t5}" <<'PY'
 import sys
 n = int(sys.argv[1]); t0, t1, t2, t3, t4, t5 = map(float, sys.argv[2:8]); size = int(sys.argv[8]); files = int(sys.argv[9])
+t_read = float(sys.argv[10])
 produce, raw, ingest = t1 - t0, t3 - t2, t5 - t4
 print(f"samples                 {n}")
-print(f"produce (collector)     {produce:.2f} s  {n / produce:,.0f} samples/s")
+if produce > 1:
+    print(f"produce (collector)     {produce:.2f} s  {n / produce:,.0f} samples/s")
 print(f"raw read (kcat)         {raw:.2f} s  {n / raw:,.0f} samples/s")
 print(f"ingest (processor)      {ingest:.2f} s  {n / ingest:,.0f} samples/s  (from process start to the last row durable)")
 print(f"ingest / raw read       {raw / ingest:.2f}×")
+print(f"  of which reading      {t_read - t4:.2f} s until the writer had polled every record; the rest is the last files rolling by age and writing")
 print(f"on disk                 {size} bytes in {files} files: {size / n:.2f} bytes per row")
 PY

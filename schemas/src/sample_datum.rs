@@ -218,6 +218,14 @@ struct Datum<'a> {
 impl<'a> Datum<'a> {
     /// A zig-zag varint `long` (at most 10 bytes).
     fn long(&mut self) -> Option<i64> {
+        // Most fields are one byte: lengths, union branches, small counts.
+        if let Some((&byte, rest)) = self.rest.split_first()
+            && byte < 0x80
+        {
+            self.rest = rest;
+            let value = u64::from(byte);
+            return Some((value >> 1) as i64 ^ -((value & 1) as i64));
+        }
         let mut value: u64 = 0;
         for (i, &byte) in self.rest.iter().enumerate().take(10) {
             // The tenth byte holds the 64th bit only.

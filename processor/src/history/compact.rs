@@ -116,7 +116,7 @@ fn compact_locked(root: &Path, table: &str, date: &str) -> std::io::Result<DayCo
             report.rows += rows_of(only)?;
             continue;
         }
-        report.rows += merge(&files, &target)?;
+        report.rows += merge(table, &files, &target)?;
     }
     File::open(&staging)?.sync_all()?;
     exchange(&staging, &day)?;
@@ -133,7 +133,7 @@ fn rows_of(path: &Path) -> std::io::Result<u64> {
 }
 
 /// Writes the rows of `files`, in order, as one durable file.
-fn merge(files: &[(FileName, PathBuf)], target: &Path) -> std::io::Result<u64> {
+fn merge(table: &str, files: &[(FileName, PathBuf)], target: &Path) -> std::io::Result<u64> {
     let mut writer: Option<ArrowWriter<File>> = None;
     let mut rows = 0u64;
     for (_, path) in files {
@@ -149,7 +149,7 @@ fn merge(files: &[(FileName, PathBuf)], target: &Path) -> std::io::Result<u64> {
                     ArrowWriter::try_new(
                         File::create(target)?,
                         batch.schema(),
-                        Some(writer_properties()),
+                        Some(writer_properties(table)),
                     )
                     .map_err(std::io::Error::other)?,
                 );
