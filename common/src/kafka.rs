@@ -1,6 +1,7 @@
 //! Kafka client settings shared by the collector and the processor, and the
 //! delivery of events in the wire format of DESIGN §2.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -387,6 +388,17 @@ impl Delivery {
 
 /// Header on a dead letter naming why it could not be processed.
 pub const DLQ_REASON_HEADER: &str = "gpuledger_dlq_reason";
+
+/// The value of a record's header `name` as text, if it has one.
+pub fn header_text<'a, M: rdkafka::Message>(message: &'a M, name: &str) -> Option<Cow<'a, str>> {
+    use rdkafka::message::Headers;
+    message
+        .headers()?
+        .iter()
+        .find(|h| h.key == name)
+        .and_then(|h| h.value)
+        .map(String::from_utf8_lossy)
+}
 
 /// The dead letter for `original`: its key, value and headers, plus the
 /// reason and where it came from, for the DLQ topic `dlq_topic`.

@@ -9,7 +9,8 @@
 #
 #   deploy/bench/admission_latency.sh        (needs the local broker running)
 #
-# Settings: BENCH_RATE (200), BENCH_SECONDS (30), CARGO_TARGET_DIR.
+# Settings: BENCH_RATE (200), BENCH_SECONDS (30), BENCH_LINGER_MS (0),
+# BENCH_PROCESSOR_ARGS (more processor flags), CARGO_TARGET_DIR.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
@@ -25,10 +26,10 @@ mkdir -p "$work"
 cargo build --profile bench -p gpuledger-processor -p gpuledger-query >&2
 GPULEDGER_TOPIC_PREFIX=$prefix "$repo/deploy/local/kafka.sh" topics >&2
 
-"$bin/gpuledger-processor" --log-filter warn run --kafka-bootstrap "$bootstrap" --topic-prefix "$prefix" \
+"$bin/gpuledger-processor" --log-filter "${GPULEDGER_LOG:-warn}" run --kafka-bootstrap "$bootstrap" --topic-prefix "$prefix" \
   --history-root "$work/history" --state-dir "$work/state" --group-id "${prefix}processor" \
   --api-listen 127.0.0.1:0 --clock-interval-s 0 --api-token "admin:bench-admin,scheduler:bench-scheduler" \
-  --ledger-linger-ms "${BENCH_LINGER_MS:-2}" \
+  --ledger-linger-ms "${BENCH_LINGER_MS:-0}" ${BENCH_PROCESSOR_ARGS:-} \
   > "$work/processor.out" 2> "$work/processor.log" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT

@@ -4,6 +4,7 @@
 //! ledger into quota, reservation and budget decisions. The state machine
 //! stays pure; everything here that talks to Kafka or disk wraps it.
 
+pub mod answers;
 pub mod api;
 pub mod burst_hook;
 pub mod generate;

@@ -259,8 +259,10 @@ struct RunArgs {
 
     /// How long a decision transaction waits to fill, from its first event
     /// (milliseconds): the most an admission answer waits for others to
-    /// share its transaction.
-    #[arg(long, default_value_t = 2)]
+    /// share its transaction. With 0 a batch commits as soon as nothing
+    /// more is waiting; under load, events arriving during one commit
+    /// still share the next.
+    #[arg(long, default_value_t = 0)]
     ledger_linger_ms: u64,
 }
 
@@ -381,7 +383,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Run(args) => {
             let history = args.history.open().map_err(anyhow::Error::msg)?;
-            let ledger = LedgerWorkerConfig {
+            let mut ledger = LedgerWorkerConfig {
                 kafka: args.kafka.clone(),
                 group_id: format!("{}-ledger", args.group_id),
                 group_instance_id: args.group_instance_id.clone(),
@@ -405,6 +407,7 @@ async fn main() -> anyhow::Result<()> {
                         timeout: Duration::from_secs(10),
                     })
                 }),
+                waiters: None,
             };
             let config = TelemetryWriterConfig {
                 kafka: args.kafka.clone(),
@@ -427,6 +430,8 @@ async fn main() -> anyhow::Result<()> {
                     max_slices: args.k8s_max_slices,
                 },
             )?;
+            // This process's own decisions answer its callers directly.
+            ledger.waiters = Some(api_state.waiters.clone());
             let listener = tokio::net::TcpListener::bind(args.api_listen)
                 .await
                 .map_err(|e| {

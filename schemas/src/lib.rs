@@ -31,4 +31,4 @@ pub use events::{Envelope, Event, EventBody, EventType, Topic};
 pub use exact::{Decimal, Rational};
 pub use sample_datum::SampleRecord;
 pub use time::Timestamp;
-pub use wire::{Codec, cloud_event_headers};
+pub use wire::{Codec, EVENT_ID_HEADER, cloud_event_headers};

@@ -494,13 +494,16 @@ fn from_avro_value(event_type: EventType, value: Value) -> Result<Event> {
     Ok(Event { envelope, body })
 }
 
+/// The CloudEvents header holding the event's `event_id`.
+pub const EVENT_ID_HEADER: &str = "ce_id";
+
 /// CloudEvents Kafka binary-mode headers for an event: `ce_specversion`,
 /// `ce_id`, `ce_type` (`gpuledger.<Type>`), `ce_source`, `ce_time`, and
 /// `content-type`.
 pub fn cloud_event_headers(event: &Event) -> [(&'static str, String); 6] {
     [
         ("ce_specversion", "1.0".to_owned()),
-        ("ce_id", event.envelope.event_id.clone()),
+        (EVENT_ID_HEADER, event.envelope.event_id.clone()),
         (
             "ce_type",
             format!("gpuledger.{}", event.event_type().name()),

@@ -16,11 +16,11 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use gpuledger_common::kafka::{
-    EventProducer, KafkaArgs, PRODUCER_SETTINGS, WireRecord, dead_letter,
+    EventProducer, KafkaArgs, PRODUCER_SETTINGS, WireRecord, dead_letter, header_text,
 };
 use gpuledger_common::shutdown::Shutdown;
 use gpuledger_schemas::events::Clock;
-use gpuledger_schemas::{Codec, Envelope, Event, Timestamp, Topic};
+use gpuledger_schemas::{Codec, EVENT_ID_HEADER, Envelope, Event, Timestamp, Topic};
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::OwnedMessage;
 use rdkafka::producer::{FutureProducer, Producer};
@@ -30,6 +30,7 @@ mod membership;
 
 use membership::{Change, Membership};
 
+use crate::answers::Waiters;
 use crate::burst_hook::BurstHook;
 use crate::history::ledger::LedgerHistory;
 use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
@@ -67,6 +68,9 @@ pub struct LedgerWorkerConfig {
     pub history_flush: Duration,
     /// Told of every committed `BurstTriggered` decision.
     pub burst_hook: Option<BurstHook>,
+    /// Callers of this process waiting for decisions, answered as soon as
+    /// the transaction holding them commits.
+    pub waiters: Option<Waiters>,
 }
 
 /// What one consumed record produces.
@@ -404,29 +408,11 @@ fn commit_all(
         let producer = &worker.producer;
         let began = std::time::Instant::now();
         producer.begin_transaction()?;
-        let decisions = worker
-            .pending
-            .iter()
-            .filter(|o| matches!(o, Output::Decision(_)))
-            .count() as u64;
-        let mut bursts = Vec::new();
-        let mut budget_alerts = Vec::new();
-        let mut deliveries = Vec::new();
-        for output in worker.pending.drain(..) {
-            let sent = match &output {
+        let outputs = std::mem::take(&mut worker.pending);
+        let mut deliveries = Vec::with_capacity(outputs.len());
+        for output in &outputs {
+            let sent = match output {
                 Output::Decision(event) => {
-                    if config.burst_hook.is_some()
-                        && matches!(event.body, gpuledger_schemas::EventBody::BurstTriggered(_))
-                    {
-                        bursts.push(event.clone());
-                    }
-                    if let gpuledger_schemas::EventBody::BudgetAlert(alert) = &event.body {
-                        budget_alerts.push((
-                            alert.tenant.clone(),
-                            alert.pool.clone(),
-                            alert.threshold_pct.to_string(),
-                        ));
-                    }
                     let wire = WireRecord::new(codec, event, &kafka.topic_prefix)?;
                     producer.send_result(wire.record()).map_err(|(e, _)| e)
                 }
@@ -448,20 +434,15 @@ fn commit_all(
                 Err(_cancelled) => return Err(rdkafka::error::KafkaError::Canceled.into()),
             }
         }
+        // (Sending the offsets while the records are in flight is slower:
+        // librdkafka then holds the records back for tens of milliseconds.)
         let mut offsets = TopicPartitionList::new();
         offsets.add_partition_offset(topic, partition, Offset::Offset(next_offset))?;
         producer.send_offsets_to_transaction(&offsets, &group, TXN_TIMEOUT)?;
         producer.commit_transaction(TXN_TIMEOUT)?;
         metrics::DECISION_TRANSACTIONS.inc();
         metrics::DECISION_TRANSACTION_SECONDS.observe(began.elapsed());
-        for (tenant, pool, threshold) in &budget_alerts {
-            metrics::BUDGET_ALERTS.inc(&[tenant, pool, threshold]);
-        }
-        if let Some(hook) = &config.burst_hook {
-            for decision in bursts {
-                hook.notify(*decision);
-            }
-        }
+        let decisions = announce(config, outputs);
         metrics::DECISIONS_EMITTED.add(decisions);
         worker.committed_next = Some(next_offset);
         // The state now matches the committed offset: a snapshot may be taken.
@@ -485,6 +466,43 @@ fn commit_all(
         }
     }
     Ok(())
+}
+
+/// Tells the waiters, the metrics and the burst hook about outputs just
+/// committed; returns how many were decisions.
+fn announce(config: &LedgerWorkerConfig, outputs: Vec<Output>) -> u64 {
+    use gpuledger_schemas::EventBody;
+    let mut decisions = 0;
+    for output in outputs {
+        match output {
+            Output::Decision(event) => {
+                decisions += 1;
+                if let Some(waiters) = &config.waiters {
+                    waiters.decided(&event);
+                }
+                match &event.body {
+                    EventBody::BudgetAlert(alert) => metrics::BUDGET_ALERTS.inc(&[
+                        &alert.tenant,
+                        &alert.pool,
+                        &alert.threshold_pct.to_string(),
+                    ]),
+                    EventBody::BurstTriggered(_) => {
+                        if let Some(hook) = &config.burst_hook {
+                            hook.notify(*event);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Output::DeadLetter { original, reason } => {
+                let event_id = header_text(&original, EVENT_ID_HEADER);
+                if let (Some(waiters), Some(event_id)) = (&config.waiters, event_id) {
+                    waiters.rejected(&event_id, &reason);
+                }
+            }
+        }
+    }
+    decisions
 }
 
 /// The processor's own ticks: a `Clock` event per pool on a period.
