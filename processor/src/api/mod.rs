@@ -19,10 +19,10 @@ use gpuledger_schemas::{Envelope, Event, EventBody, Timestamp, Topic};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
-use crate::answers::{Answer, Key, Waiters};
 use auth::{Tokens, acting_tenant, may_append, require_scheduler, require_writer, role};
 use k8s::K8sMapping;
 
+use crate::answers::{Answer, Key, Waiters};
 use crate::ledger::{Ge, Outcome, Position};
 use crate::ledger_worker::SharedLedgers;
 
