@@ -5,15 +5,14 @@
 //! GE of 1/7 makes amounts no finite decimal holds, so money is carried as a
 //! rational until a statement line is rounded, half-to-even, once.
 
+mod rational;
+
 use std::fmt;
-use std::ops::{Add, Div, Mul, Neg, Sub};
 use std::str::FromStr;
 
-use num_bigint::BigInt;
-use num_integer::Integer;
-use num_rational::BigRational;
-use num_traits::{One, Signed, Zero};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+pub use rational::Rational;
 
 /// Why a string is not an exact number.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,233 +22,9 @@ pub struct ParseNumberError {
     expected: &'static str,
 }
 
-/// An exact rational number. Displays as `n` or `n/d` in lowest terms.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Rational(BigRational);
-
-impl Rational {
-    /// Zero.
-    pub fn zero() -> Self {
-        Self(BigRational::zero())
-    }
-
-    /// `numer / denom`. Panics never: a zero denominator gives `None`.
-    pub fn new(numer: i64, denom: i64) -> Option<Self> {
-        (denom != 0).then(|| Self(BigRational::new(numer.into(), denom.into())))
-    }
-
-    /// A whole number.
-    pub fn from_integer(n: i64) -> Self {
-        Self(BigRational::from_integer(n.into()))
-    }
-
-    /// A whole number too large for an `i64`, such as a sum of them.
-    pub fn from_i128(n: i128) -> Self {
-        Self(BigRational::from_integer(n.into()))
-    }
-
-    /// True when exactly zero.
-    pub fn is_zero(&self) -> bool {
-        self.0.is_zero()
-    }
-
-    /// True when below zero.
-    pub fn is_negative(&self) -> bool {
-        self.0.is_negative()
-    }
-
-    /// The larger of the two.
-    pub fn max(self, other: Self) -> Self {
-        if other.0 > self.0 { other } else { self }
-    }
-
-    /// The smaller of the two.
-    pub fn min(self, other: Self) -> Self {
-        if other.0 < self.0 { other } else { self }
-    }
-
-    /// The value as `(numerator, denominator)` in lowest terms, when both
-    /// fit in an `i64`.
-    pub fn to_i64_pair(&self) -> Option<(i64, i64)> {
-        use num_traits::ToPrimitive;
-        Some((self.0.numer().to_i64()?, self.0.denom().to_i64()?))
-    }
-
-    /// The value as a plain decimal with as few fractional digits as it
-    /// needs (`"310.5"`, `"3"`), or `None` when no decimal of at most
-    /// `max_digits` digits holds it exactly (1/3).
-    pub fn to_plain_decimal(&self, max_digits: u32) -> Option<Decimal> {
-        (0..=max_digits)
-            .map(|digits| self.round_half_even(digits))
-            .find(|d| d.as_rational() == self)
-    }
-    /// The largest integer not above this number, if it fits an `i64`.
-    pub fn floor_i64(&self) -> Option<i64> {
-        use num_traits::ToPrimitive;
-        self.0.floor().to_integer().to_i64()
-    }
-
-    /// `self / other`, or `None` when `other` is zero.
-    pub fn checked_div(&self, other: &Self) -> Option<Self> {
-        (!other.0.is_zero()).then(|| Self(&self.0 / &other.0))
-    }
-
-    /// Rounds to `digits` fractional digits, half to even, on the signed value
-    /// (−2.5 → −2, −3.5 → −4).
-    pub fn round_half_even(&self, digits: u32) -> Decimal {
-        let scale = BigInt::from(10u32).pow(digits);
-        let scaled = &self.0 * BigRational::from_integer(scale.clone());
-        let (q, r) = scaled.numer().div_mod_floor(scaled.denom());
-        // q = floor(scaled); r/denom is the fractional part in [0, 1).
-        let twice = r * 2u32;
-        let denom = scaled.denom();
-        let rounded = match twice.cmp(denom) {
-            std::cmp::Ordering::Less => q,
-            std::cmp::Ordering::Greater => q + 1u32,
-            std::cmp::Ordering::Equal if q.is_even() => q,
-            std::cmp::Ordering::Equal => q + 1u32,
-        };
-        Decimal {
-            value: Self(BigRational::new(rounded, scale)),
-            scale: digits,
-        }
-    }
-
-    /// Rounds each of `parts` to `digits` so that the rounded parts add up
-    /// exactly to the half-even rounding of their sum: every part is
-    /// rounded down, and the units still missing go one each to the parts
-    /// with the largest remainders (the earlier part on a tie).
-    pub fn apportion(parts: &[Rational], digits: u32) -> Vec<Decimal> {
-        let scale = BigInt::from(10u32).pow(digits);
-        let scaled: Vec<BigRational> = parts
-            .iter()
-            .map(|p| &p.0 * BigRational::from_integer(scale.clone()))
-            .collect();
-        let floors: Vec<BigInt> = scaled.iter().map(|s| s.floor().to_integer()).collect();
-        let total: Rational = parts.iter().cloned().sum();
-        let target =
-            total.round_half_even(digits).value.0 * BigRational::from_integer(scale.clone());
-        let floored: BigInt = floors.iter().sum();
-        // 0 <= missing < parts.len(): the sum of the floors is at most half
-        // a unit below the rounded total, and each floor loses under one.
-        let missing = target.to_integer() - floored;
-        let mut order: Vec<usize> = (0..parts.len()).collect();
-        order.sort_by(|a, b| {
-            let ra = &scaled[*a] - BigRational::from_integer(floors[*a].clone());
-            let rb = &scaled[*b] - BigRational::from_integer(floors[*b].clone());
-            rb.cmp(&ra).then(a.cmp(b))
-        });
-        let mut units = floors;
-        let mut left = missing;
-        for i in order {
-            if left <= BigInt::zero() {
-                break;
-            }
-            units[i] += 1u32;
-            left -= 1u32;
-        }
-        units
-            .into_iter()
-            .map(|u| Decimal {
-                value: Self(BigRational::new(u, scale.clone())),
-                scale: digits,
-            })
-            .collect()
-    }
-
-    fn parse_fraction(s: &str) -> Result<Self, ParseNumberError> {
-        let err = || ParseNumberError {
-            input: s.to_owned(),
-            expected: "a rational number (\"n\", \"n/d\" or a plain decimal)",
-        };
-        match s.split_once('/') {
-            Some((n, d)) => {
-                let n = BigInt::from_str(n.trim()).map_err(|_| err())?;
-                let d = BigInt::from_str(d.trim()).map_err(|_| err())?;
-                if d.is_zero() {
-                    return Err(err());
-                }
-                Ok(Self(BigRational::new(n, d)))
-            }
-            None => Decimal::from_str(s).map(Rational::from).map_err(|_| err()),
-        }
-    }
-}
-
-impl fmt::Display for Rational {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.denom().is_one() {
-            write!(f, "{}", self.0.numer())
-        } else {
-            write!(f, "{}/{}", self.0.numer(), self.0.denom())
-        }
-    }
-}
-
-impl fmt::Debug for Rational {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
-
-impl FromStr for Rational {
-    type Err = ParseNumberError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::parse_fraction(s)
-    }
-}
-
-macro_rules! rational_ops {
-    ($($trait:ident $method:ident),*) => {$(
-        impl $trait for Rational {
-            type Output = Rational;
-            fn $method(self, rhs: Rational) -> Rational { Rational(self.0.$method(rhs.0)) }
-        }
-        impl $trait<&Rational> for &Rational {
-            type Output = Rational;
-            fn $method(self, rhs: &Rational) -> Rational { Rational((&self.0).$method(&rhs.0)) }
-        }
-    )*};
-}
-rational_ops!(Add add, Sub sub, Mul mul);
-
-impl Div for Rational {
-    type Output = Option<Rational>;
-    fn div(self, rhs: Rational) -> Option<Rational> {
-        self.checked_div(&rhs)
-    }
-}
-
-impl Neg for Rational {
-    type Output = Rational;
-    fn neg(self) -> Rational {
-        Rational(-self.0)
-    }
-}
-
-impl std::iter::Sum for Rational {
-    fn sum<I: Iterator<Item = Rational>>(iter: I) -> Self {
-        iter.fold(Rational::zero(), |a, b| a + b)
-    }
-}
-
-impl From<i64> for Rational {
-    fn from(n: i64) -> Self {
-        Self::from_integer(n)
-    }
-}
-
-impl Serialize for Rational {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Rational {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = d.deserialize_any(NumberText("a rational number"))?;
-        Rational::from_str(&text).map_err(serde::de::Error::custom)
-    }
+/// `10^digits`, when it fits an `i128` (up to 38 digits).
+fn pow10(digits: u32) -> Option<i128> {
+    10i128.checked_pow(digits)
 }
 
 /// An exact decimal number written as a plain decimal (`"2.50"`, `"-0.125"`,
@@ -268,6 +43,11 @@ impl Decimal {
             value: Rational::zero(),
             scale: 0,
         }
+    }
+
+    /// `value`, which some decimal of `scale` digits holds exactly.
+    fn from_unscaled(value: Rational, scale: u32) -> Self {
+        Self { value, scale }
     }
 
     /// The exact value.
@@ -345,24 +125,19 @@ impl FromStr for Decimal {
             return Err(err());
         }
         let scale = u32::try_from(frac_part.len()).map_err(|_| err())?;
-        let unscaled = BigInt::from_str(&format!("{int_part}{frac_part}")).map_err(|_| err())?;
-        let unscaled = if negative { -unscaled } else { unscaled };
-        Ok(Self {
-            value: Rational(BigRational::new(unscaled, BigInt::from(10u32).pow(scale))),
-            scale,
-        })
+        let value =
+            Rational::from_unscaled_digits(&format!("{int_part}{frac_part}"), negative, scale)
+                .ok_or_else(err)?;
+        Ok(Self { value, scale })
     }
 }
 
 impl fmt::Display for Decimal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let r = &self.value.0;
-        let scaled = r * BigRational::from_integer(BigInt::from(10u32).pow(self.scale));
-        // A Decimal is only ever built from a finite decimal of `scale` digits,
-        // so `scaled` is an integer.
-        let unscaled = scaled.to_integer();
-        let sign = if unscaled.is_negative() { "-" } else { "" };
-        let digits = unscaled.abs().to_string();
+        // A Decimal is only ever built from a finite decimal of `scale`
+        // digits, so its value times 10^scale is an integer.
+        let (negative, digits) = self.value.scaled_digits(self.scale);
+        let sign = if negative { "-" } else { "" };
         if self.scale == 0 {
             return write!(f, "{sign}{digits}");
         }
