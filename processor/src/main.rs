@@ -20,6 +20,9 @@ use gpuledger_processor::ledger_worker::{self, LedgerWorkerConfig};
 use gpuledger_processor::replay::{self, ReplayConfig};
 use gpuledger_processor::telemetry::{self, RollingPolicy, TelemetryWriterConfig};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Folds the gpuledger event log into decisions and Parquet history.
 #[derive(Debug, Parser)]
 #[command(name = "gpuledger-processor", version)]

@@ -25,10 +25,9 @@ pub(crate) fn request(
     let seq = ledger.next_admission_seq + 1;
     let watch = ledger
         .budget_watch
-        .get(&(r.pool.clone(), r.tenant.clone()))
-        .filter(|w| ledger.current() < w.until())
-        .cloned();
-    let pool = ledger.pool_mut(&r.pool)?;
+        .get(&r.pool, &r.tenant)
+        .filter(|w| now < w.until());
+    let pool = super::pool_in(&mut ledger.pools, &r.pool)?;
     let decided_key = (r.pool.clone(), r.request_id.clone());
     if let Some((seen, decision)) = records.decided.get(&decided_key) {
         if *seen == content(r) {
@@ -71,7 +70,7 @@ pub(crate) fn request(
     let budget_spent = pool
         .policies
         .get(&r.tenant)
-        .and_then(|p| budgets::exhausted(&records.billing, p, now, watch.as_ref()));
+        .and_then(|p| budgets::exhausted(&records.billing, p, now, watch));
     let (kind, entitled, used, reason) = if let Some(reason) = &budget_spent {
         (
             None,

@@ -15,154 +15,14 @@
 //! month is not priced again: the alerts and denials are the same, only
 //! cheaper.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
-
-use gpuledger_schemas::billing::{Facts, MONEY_DIGITS, Period, Segment, month_to_date};
+use gpuledger_schemas::billing::{Facts, MONEY_DIGITS, Period, month_to_date};
 use gpuledger_schemas::events::{BudgetKind, TenantPolicy};
 use gpuledger_schemas::pricing::overhead_amount;
-use gpuledger_schemas::{Decimal, Event, EventBody, Rational, Timestamp};
+use gpuledger_schemas::{Decimal, Rational, Timestamp};
 
 use super::decide::Decisions;
+use super::watches::{Headroom, Watch};
 use super::{Ge, Ledger, Pool};
-
-/// Each budgeted (pool, tenant)'s watch.
-pub(crate) type Watches = BTreeMap<(String, String), Watch>;
-
-/// Microseconds in an hour, as a rational.
-fn hour() -> Rational {
-    Rational::from_integer(3_600_000_000)
-}
-
-/// `micros` (none if negative) in hours.
-fn hours(micros: i64) -> Rational {
-    Rational::new(micros.max(0), 3_600_000_000).unwrap_or_default()
-}
-
-/// How far one figure (money or GPU hours) is from where a decision could
-/// change, as of `Watch::at`, and how fast it may move there at most, per
-/// GE-hour of running use and in all. A rising figure is below its next
-/// line and grows as time passes and segments open; a falling one is at or
-/// above its budget and can only come down by health credits on running
-/// use, or by a segment closed back in time.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Headroom {
-    room: Rational,
-    per_ge_hour: Rational,
-    per_hour: Rational,
-    falling: bool,
-}
-
-/// A budgeted tenant's figures cannot reach their next lines before `until`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Watch {
-    at: Timestamp,
-    figures: Vec<Headroom>,
-    until: Timestamp,
-    /// The latest `until` may be: the month's end, or the next instant a
-    /// price book takes over (its overhead applies to the whole month).
-    /// A snapshot from before this field has none: the watch then ends at
-    /// its next revision, and the month is priced again.
-    #[serde(default = "no_limit")]
-    limit: Timestamp,
-    /// The admission answer while the watch holds: the reason a budget is
-    /// spent, as priced at the watch's start.
-    spent: Option<String>,
-}
-
-impl Watch {
-    /// Until when the figures stay below their lines.
-    pub(crate) fn until(&self) -> Timestamp {
-        self.until
-    }
-
-    fn new(
-        at: Timestamp,
-        limit: Timestamp,
-        figures: Vec<Headroom>,
-        spent: Option<String>,
-    ) -> Option<Watch> {
-        let mut watch = Watch {
-            at,
-            figures,
-            until: at,
-            limit,
-            spent,
-        };
-        watch.settle()?;
-        Some(watch)
-    }
-
-    /// Works out `until` from the rooms and rates; `None` once a room is
-    /// gone.
-    fn settle(&mut self) -> Option<()> {
-        let mut until = self.limit;
-        for f in &self.figures {
-            if f.room.is_zero() || f.room.is_negative() {
-                return None;
-            }
-            if f.per_hour.is_zero() {
-                continue;
-            }
-            let micros = (f.room.clone() * hour())
-                .checked_div(&f.per_hour)?
-                .floor_i64()?;
-            until = until.min(
-                self.at
-                    .plus_micros(micros.min(i64::MAX - self.at.as_micros())),
-            );
-        }
-        self.until = until;
-        Some(())
-    }
-
-    /// Time passes to `now`: every figure may have moved at its rate.
-    fn advance(&mut self, now: Timestamp) {
-        let elapsed = hours(now.as_micros() - self.at.as_micros());
-        for f in &mut self.figures {
-            f.room = f.room.clone() - f.per_hour.clone() * elapsed.clone();
-        }
-        self.at = now;
-    }
-
-    /// A segment of `ge` opened at `start` and runs on: every figure loses
-    /// what it may have moved since its start (a rising one its compute, a
-    /// falling one credits, were its devices failed), and may move faster.
-    fn opened(&mut self, ge: &Rational, start: Timestamp, now: Timestamp) -> Option<()> {
-        self.advance(now);
-        let since_start = hours(now.as_micros() - start.as_micros());
-        for f in &mut self.figures {
-            let rate = f.per_ge_hour.clone() * ge.clone();
-            f.room = f.room.clone() - rate.clone() * since_start.clone();
-            f.per_hour = f.per_hour.clone() + rate;
-        }
-        self.settle()
-    }
-
-    /// A segment of `ge` closed at `end`. A falling figure loses what the
-    /// segment had accrued after `end`. A rising one slows down: every
-    /// segment that closes was counted in its rate, running when the watch
-    /// began or opened since (a split closes one and opens the next).
-    fn closed(&mut self, ge: &Rational, end: Timestamp, now: Timestamp) -> Option<()> {
-        self.advance(now);
-        let after_end = hours(now.as_micros() - end.as_micros());
-        for f in &mut self.figures {
-            let rate = f.per_ge_hour.clone() * ge.clone();
-            if f.falling {
-                f.room = f.room.clone() - rate * after_end.clone();
-            } else {
-                f.per_hour = (f.per_hour.clone() - rate).max(Rational::zero());
-            }
-        }
-        self.settle()
-    }
-}
-
-/// The limit of a watch restored without one: it ends at its next revision.
-fn no_limit() -> Timestamp {
-    Timestamp::from_micros(0)
-}
 
 /// Alert thresholds, in percent of a budget.
 pub(crate) const THRESHOLDS: [i32; 3] = [50, 80, 100];
@@ -217,7 +77,7 @@ pub(crate) fn exhausted(
     now: Timestamp,
     watch: Option<&Watch>,
 ) -> Option<String> {
-    if let Some(w) = watch.filter(|w| now < w.until) {
+    if let Some(w) = watch.filter(|w| now < w.until()) {
         #[cfg(test)]
         assert_eq!(
             spent(&standings(billing, policy, now), now).is_some(),
@@ -245,34 +105,37 @@ fn spent(figures: &[Standing], at: Timestamp) -> Option<String> {
         })
 }
 
-/// Emits every threshold crossed and not yet alerted this month.
+/// Emits every threshold crossed and not yet alerted this month. Only the
+/// tenants whose watch ran out (or who have none) are priced again.
 pub(crate) fn alerts(
     ledger: &mut Ledger,
     billing: &Facts,
     now: Timestamp,
     out: &mut Decisions<'_>,
 ) {
-    let month = Period::containing(now).to_string();
-    let budgeted: Vec<TenantPolicy> = ledger
+    let due: Vec<TenantPolicy> = ledger
         .pools
         .values()
         .flat_map(|p| p.policies.values())
         .filter(|p| has_budget(p))
+        .filter(|p| {
+            let watched = ledger
+                .budget_watch
+                .get(&p.pool, &p.tenant)
+                .is_some_and(|w| now < w.until());
+            #[cfg(test)]
+            if watched {
+                assert_still_below(ledger, billing, p, now);
+            }
+            !watched
+        })
         .cloned()
         .collect();
-    for policy in budgeted {
-        let key = (policy.pool.clone(), policy.tenant.clone());
-        if ledger.budget_watch.get(&key).is_some_and(|w| now < w.until) {
-            #[cfg(test)]
-            for s in standings(billing, &policy, now) {
-                let line = next_line(ledger, &policy, &s, &month);
-                assert!(
-                    line.is_none_or(|l| s.used < l),
-                    "a watched budget crossed a line"
-                );
-            }
-            continue;
-        }
+    if due.is_empty() {
+        return;
+    }
+    let month = Period::containing(now).to_string();
+    for policy in due {
         let figures = standings(billing, &policy, now);
         for standing in &figures {
             for pct in THRESHOLDS {
@@ -303,10 +166,21 @@ pub(crate) fn alerts(
             .pools
             .get(&policy.pool)
             .and_then(|pool| watch_of(ledger, pool, billing, &policy, &figures, &month, now));
-        match watch {
-            Some(watch) => ledger.budget_watch.insert(key, watch),
-            None => ledger.budget_watch.remove(&key),
-        };
+        ledger.budget_watch.set(&policy.pool, &policy.tenant, watch);
+    }
+}
+
+/// The promise a watch makes, checked in tests: no figure under it has
+/// reached its next line.
+#[cfg(test)]
+fn assert_still_below(ledger: &Ledger, billing: &Facts, policy: &TenantPolicy, now: Timestamp) {
+    let month = Period::containing(now).to_string();
+    for s in standings(billing, policy, now) {
+        let line = next_line(ledger, policy, &s, &month);
+        assert!(
+            line.is_none_or(|l| s.used < l),
+            "a watched budget crossed a line"
+        );
     }
 }
 
@@ -447,52 +321,4 @@ fn dearest(billing: &Facts, pool: &str) -> (Rational, Rational) {
         overhead = overhead.max(overhead_amount(&Rational::from_integer(1), book));
     }
     (rate, overhead)
-}
-
-/// Brings the watches up to what `events` and `segments` did to the
-/// billing facts: a segment opened or closed revises its tenant's watch;
-/// anything else the billing module takes in forgets the watches it may
-/// touch.
-pub(crate) fn revise<'e>(
-    watches: &mut Watches,
-    events: impl Iterator<Item = &'e Event>,
-    segments: &[Segment],
-    now: Timestamp,
-) {
-    if watches.is_empty() {
-        return;
-    }
-    for e in events {
-        match &e.body {
-            EventBody::PriceBook(b) => match &b.pool {
-                Some(pool) => watches.retain(|(p, _), _| p != pool),
-                None => watches.clear(),
-            },
-            EventBody::NodeInventory(i) => watches.retain(|(p, _), _| *p != i.pool),
-            EventBody::DeviceHealth(h) => watches.retain(|(p, _), _| *p != h.pool),
-            EventBody::UsageRecord(u) => {
-                watches.remove(&(u.pool.clone(), u.tenant.clone()));
-            }
-            EventBody::TenantPolicy(t) => {
-                watches.remove(&(t.pool.clone(), t.tenant.clone()));
-            }
-            EventBody::ReservationDecision(d) => {
-                watches.remove(&(d.pool.clone(), d.tenant.clone()));
-            }
-            _ => {}
-        }
-    }
-    for s in segments {
-        let key = (s.pool.clone(), s.tenant.clone());
-        let Some(watch) = watches.get_mut(&key) else {
-            continue;
-        };
-        let kept = match s.end {
-            None => watch.opened(&s.ge(), s.start, now),
-            Some(end) => watch.closed(&s.ge(), end, now),
-        };
-        if kept.is_none() {
-            watches.remove(&key);
-        }
-    }
 }

@@ -62,6 +62,7 @@ impl<'a> Decisions<'a> {
 
     /// A billing segment row: opened, or closed.
     pub(crate) fn segment(&mut self, row: Segment) {
+        self.segments.reserve_exact(1);
         self.segments.push(row);
     }
 
@@ -73,6 +74,8 @@ impl<'a> Decisions<'a> {
             source: "gpuledger-processor".to_owned(),
             cluster: self.cause.cluster.clone(),
         };
+        // Most events decide once or not at all: no room for four.
+        self.out.reserve_exact(1);
         self.out.push(Event::new(envelope, body));
     }
 
@@ -124,6 +127,7 @@ impl<'a> Decisions<'a> {
 
     /// Repeats an earlier decision unchanged (a retried request).
     pub(crate) fn repeat(&mut self, decision: Event) {
+        self.out.reserve_exact(1);
         self.out.push(decision);
     }
 

@@ -18,6 +18,7 @@ mod reservations;
 mod segments;
 mod timers;
 mod views;
+mod watches;
 
 #[cfg(test)]
 mod tests;
@@ -26,7 +27,7 @@ mod tests_billing;
 #[cfg(test)]
 mod tests_support;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use gpuledger_schemas::billing::{Facts, Period, Segment, UseKind};
 use gpuledger_schemas::events::{HoldKind, TenantPolicy};
@@ -212,7 +213,7 @@ pub struct Ledger {
     pools: BTreeMap<String, Pool>,
     next_admission_seq: u64,
     /// Every `event_id` applied (kept out of the copy an event is tried on).
-    applied: BTreeSet<String>,
+    applied: AppliedIds,
     #[serde(default)]
     pub(crate) records: Records,
     /// Budget alerts given: (pool, tenant, month, budget kind, threshold).
@@ -220,8 +221,8 @@ pub struct Ledger {
     alerted: BTreeSet<(String, String, String, String, i32)>,
     /// Until when each budgeted tenant's spend stays below its next line
     /// (see `budgets`).
-    #[serde(default, with = "pairs")]
-    budget_watch: budgets::Watches,
+    #[serde(default)]
+    budget_watch: watches::Watches,
 }
 
 impl Ledger {
@@ -232,10 +233,10 @@ impl Ledger {
             now: None,
             pools: BTreeMap::new(),
             next_admission_seq: 0,
-            applied: BTreeSet::new(),
+            applied: AppliedIds::default(),
             records: Records::default(),
             alerted: BTreeSet::new(),
-            budget_watch: budgets::Watches::new(),
+            budget_watch: watches::Watches::default(),
         }
     }
 
@@ -287,7 +288,7 @@ impl Ledger {
         self.records = records;
         match result {
             Ok((decisions, warnings, segments)) => {
-                self.applied.insert(event.envelope.event_id.clone());
+                self.applied.insert(&event.envelope.event_id);
                 Outcome::Applied {
                     decisions,
                     warnings,
@@ -443,7 +444,7 @@ impl Ledger {
         for s in out.segments() {
             billing.segment(s.clone());
         }
-        budgets::revise(
+        watches::revise(
             &mut self.budget_watch,
             std::iter::once(event).chain(out.decisions()),
             out.segments(),
@@ -460,9 +461,7 @@ impl Ledger {
     }
 
     pub(crate) fn pool_mut(&mut self, name: &str) -> Result<&mut Pool, String> {
-        self.pools.get_mut(name).ok_or_else(|| {
-            format!("unknown pool {name:?}: a pool exists once a NodeInventory names it")
-        })
+        pool_in(&mut self.pools, name)
     }
 
     pub(crate) fn current(&self) -> Timestamp {
@@ -473,6 +472,16 @@ impl Ledger {
         self.next_admission_seq += 1;
         self.next_admission_seq
     }
+}
+
+/// The pool named `name` among `pools`, or why there is none.
+pub(crate) fn pool_in<'p>(
+    pools: &'p mut BTreeMap<String, Pool>,
+    name: &str,
+) -> Result<&'p mut Pool, String> {
+    pools.get_mut(name).ok_or_else(|| {
+        format!("unknown pool {name:?}: a pool exists once a NodeInventory names it")
+    })
 }
 
 impl Pool {
@@ -509,6 +518,35 @@ impl Pool {
             .map(|p| Ge::from_decimal(&p.nominal_ge))
             .sum();
         self.inventory.capacity() - nominal
+    }
+}
+
+/// Every `event_id` applied. Asked once per event, so hashed; a snapshot
+/// stores the ids sorted, so the same state always writes the same text.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct AppliedIds(HashSet<String>);
+
+impl AppliedIds {
+    fn contains(&self, id: &str) -> bool {
+        self.0.contains(id)
+    }
+
+    fn insert(&mut self, id: &str) {
+        self.0.insert(id.to_owned());
+    }
+}
+
+impl Serialize for AppliedIds {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut ids: Vec<&String> = self.0.iter().collect();
+        ids.sort_unstable();
+        s.collect_seq(ids)
+    }
+}
+
+impl<'de> Deserialize<'de> for AppliedIds {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Self(Vec::<String>::deserialize(d)?.into_iter().collect()))
     }
 }
 

@@ -12,6 +12,7 @@ use crate::time::Timestamp;
 use crate::{Event, EventBody};
 
 use super::BillingError;
+use super::segments::Segments;
 
 symbols! {
     /// How a billing segment is priced: by its admission's kind, or
@@ -83,17 +84,6 @@ impl Segment {
         let (a, b) = (self.start.max(from), self.end.unwrap_or(to).min(to));
         (a < b).then_some((a, b))
     }
-
-    /// What identifies the segment: an open row and the closed row of the
-    /// same segment share it.
-    fn key(&self) -> SegmentKey {
-        (
-            self.pool.clone(),
-            self.job_id.clone(),
-            self.attempt,
-            self.start,
-        )
-    }
 }
 
 /// How an attempt ended.
@@ -118,13 +108,10 @@ pub struct ReservedWindow {
     pub end: Timestamp,
 }
 
-type SegmentKey = (String, String, i32, Timestamp);
-
 /// One pool's timelines.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(super) struct PoolFacts {
-    #[serde(with = "segment_list")]
-    pub(super) segments: BTreeMap<SegmentKey, Segment>,
+    pub(super) segments: Segments,
     pub(super) reservations: BTreeMap<String, ReservedWindow>,
     /// Node inventories in time order.
     pub(super) inventory: Vec<(Timestamp, String, Vec<InventoryDevice>)>,
@@ -198,37 +185,27 @@ pub struct Facts {
     usage: Vec<UsageRecord>,
     /// Tenants with a policy, and since when.
     tenants: BTreeMap<String, Timestamp>,
-    /// Compute and health credit of closed segments already priced; cleared
-    /// whenever a price book, inventory or health report arrives.
+    /// Bumped whenever a price book, inventory or health report arrives
+    /// (or months are forgotten): a segment's remembered price holds only
+    /// for the generation it was worked out in.
     #[serde(skip)]
-    priced: PricedCache,
+    generation: Generation,
 }
 
-/// (pool, job, attempt, segment start, priced from, priced to) → (compute,
-/// health credit).
-type PricedKey = (String, String, i32, Timestamp, Timestamp, Timestamp);
+/// A count that only tags remembered prices: two facts that hold the same
+/// events are equal whatever their counts.
+#[derive(Debug, Clone, Copy, Default)]
+struct Generation(u64);
 
-/// A cache that copies empty and compares equal: it only saves work.
-#[derive(Debug, Default)]
-struct PricedCache(std::sync::Mutex<std::collections::HashMap<PricedKey, (Rational, Rational)>>);
-
-impl Clone for PricedCache {
-    fn clone(&self) -> Self {
-        Self::default()
-    }
-}
-
-impl PartialEq for PricedCache {
+impl PartialEq for Generation {
     fn eq(&self, _: &Self) -> bool {
         true
     }
 }
 
-impl PricedCache {
-    fn clear(&self) {
-        if let Ok(mut map) = self.0.lock() {
-            map.clear();
-        }
+impl Generation {
+    fn bump(&mut self) {
+        self.0 += 1;
     }
 }
 
@@ -247,7 +224,7 @@ impl Facts {
             event.body,
             EventBody::PriceBook(_) | EventBody::NodeInventory(_) | EventBody::DeviceHealth(_)
         ) {
-            self.priced.clear();
+            self.generation.bump();
         }
         match &event.body {
             EventBody::PriceBook(book) => self.books.insert(book.clone())?,
@@ -336,24 +313,21 @@ impl Facts {
     /// Takes in one row of `allocations`. A closed row replaces the open
     /// row of the same segment; an open row never replaces a closed one.
     pub fn segment(&mut self, segment: Segment) {
-        let pool = self.pools.entry(segment.pool.clone()).or_default();
-        let key = segment.key();
-        match pool.segments.get(&key) {
-            Some(known) if known.end.is_some() && segment.end.is_none() => {}
-            _ => {
-                pool.segments.insert(key, segment);
-            }
-        }
+        let pool = match self.pools.get_mut(&segment.pool) {
+            Some(pool) => pool,
+            None => self.pools.entry(segment.pool.clone()).or_default(),
+        };
+        pool.segments.insert(segment);
     }
 
     /// Forgets what no longer matters from `from` on: segments, windows
     /// and usage that ended before it, and inventory and health superseded
     /// before it. Month-to-date figures from `from` on are unchanged.
     pub fn forget_before(&mut self, from: Timestamp) {
-        self.priced.clear();
+        self.generation.bump();
         self.usage.retain(|u| u.start >= from);
         for pool in self.pools.values_mut() {
-            pool.segments.retain(|_, s| s.end.is_none_or(|e| e > from));
+            pool.segments.retain(|s| s.end.is_none_or(|e| e > from));
             pool.reservations.retain(|_, r| r.end > from);
             let mut latest: BTreeMap<&str, Timestamp> = BTreeMap::new();
             for (t, node, _) in &pool.inventory {
@@ -480,33 +454,10 @@ impl Facts {
         Ok(total)
     }
 
-    /// `price()` of a segment over [from, to), remembered when the segment
-    /// is closed and [from, to) covers its end (so it cannot change until
-    /// a book, inventory or health report arrives).
-    pub(super) fn priced(
-        &self,
-        segment: &Segment,
-        from: Timestamp,
-        to: Timestamp,
-        price: impl FnOnce() -> Result<(Rational, Rational), BillingError>,
-    ) -> Result<(Rational, Rational), BillingError> {
-        let settled = segment.end == Some(to);
-        let key = (
-            segment.pool.clone(),
-            segment.job_id.clone(),
-            segment.attempt,
-            segment.start,
-            from,
-            to,
-        );
-        if settled && let Some(hit) = self.priced.0.lock().ok().and_then(|m| m.get(&key).cloned()) {
-            return Ok(hit);
-        }
-        let value = price()?;
-        if settled && let Ok(mut map) = self.priced.0.lock() {
-            map.insert(key, value.clone());
-        }
-        Ok(value)
+    /// Which generation of the facts this is: it changes whenever a closed
+    /// segment's price may have changed.
+    pub(super) fn generation(&self) -> u64 {
+        self.generation.0
     }
 
     /// The compute amount of `segment` over [from, to) ⊆ its span.
@@ -525,30 +476,5 @@ impl Facts {
             start: from,
             end: to,
         })
-    }
-}
-
-/// Segments serialize as a list; the keys are rebuilt from them.
-mod segment_list {
-    use std::collections::BTreeMap;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    use super::{Segment, SegmentKey};
-
-    pub(super) fn serialize<S: Serializer>(
-        map: &BTreeMap<SegmentKey, Segment>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        s.collect_seq(map.values())
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<BTreeMap<SegmentKey, Segment>, D::Error> {
-        Ok(Vec::<Segment>::deserialize(d)?
-            .into_iter()
-            .map(|s| (s.key(), s))
-            .collect())
     }
 }

@@ -16,6 +16,7 @@ mod facts;
 mod output;
 mod period;
 mod pool;
+mod segments;
 mod telemetry;
 
 #[cfg(test)]

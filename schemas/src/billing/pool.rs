@@ -91,21 +91,30 @@ fn segments(
     scope: Scope<'_>,
     out: &mut PoolFigures,
 ) -> Result<(), BillingError> {
+    // Failed and retried work are statement breakdowns: a tenant's own
+    // figures (budgets) do without them.
     let mut last_attempt: BTreeMap<&str, i32> = BTreeMap::new();
     let mut final_state: BTreeMap<(&str, i32), JobState> = BTreeMap::new();
-    for s in pool.segments.values() {
-        let last = last_attempt.entry(&s.job_id).or_insert(s.attempt);
-        *last = (*last).max(s.attempt);
-        if let Some(state) = s.final_state {
-            final_state.insert((&s.job_id, s.attempt), state);
+    if scope == Scope::Pool {
+        for s in pool.segments.values() {
+            let last = last_attempt.entry(&s.job_id).or_insert(s.attempt);
+            *last = (*last).max(s.attempt);
+            if let Some(state) = s.final_state {
+                final_state.insert((&s.job_id, s.attempt), state);
+            }
         }
     }
-    for s in pool.segments.values().filter(|s| scope.covers(&s.tenant)) {
+    let generation = facts.generation();
+    for row in pool.segments.rows() {
+        let s = &row.segment;
+        if !scope.covers(&s.tenant) {
+            continue;
+        }
         let Some((a, b)) = s.within(from, to) else {
             continue;
         };
         let held = s.ge() * Rational::from_integer(b.as_micros() - a.as_micros());
-        let (amount, credit) = facts.priced(s, a, b, || {
+        let (amount, credit) = row.priced(generation, a, b, || {
             Ok((
                 facts.segment_compute(s, a, b)?,
                 health_credit(facts, name, pool, s, a, b)?,
@@ -346,6 +355,11 @@ fn sweep(
     }
     let mut changes: BTreeMap<Timestamp, Vec<Change>> = BTreeMap::new();
     for s in pool.segments.values().filter(|s| scope.covers(&s.tenant)) {
+        // A tenant's own figures need only its reserved use, against its
+        // windows; what everyone holds matters for unallocated capacity.
+        if scope != Scope::Pool && s.kind != UseKind::Reserved {
+            continue;
+        }
         let Some((a, b)) = s.within(from, to) else {
             continue;
         };
