@@ -2,16 +2,40 @@
 //! holds, and on-demand capacity asked for when spare or hardware falls short.
 
 use gpuledger_schemas::events::{AdmissionOutcome, AdmissionRequest, HoldKind};
+use gpuledger_schemas::{Event, EventBody};
 
 use super::decide::Decisions;
 use super::{Ge, Hold, Ledger, Records, budgets};
 
-/// The content of a request that a retry must repeat exactly.
-fn content(r: &AdmissionRequest) -> String {
-    format!(
+/// What a retry must repeat exactly: everything the request asks but its
+/// id, as the decision answering it records it.
+fn same_request(r: &AdmissionRequest, decision: &Event) -> Result<(), String> {
+    let EventBody::AdmissionDecision(d) = &decision.body else {
+        return Err("its decision is not an admission decision".to_owned());
+    };
+    let asked = (
+        &r.pool,
+        &r.job_id,
+        r.attempt,
+        &r.tenant,
+        r.slices,
+        r.max_slices,
+    );
+    let decided = (
+        &d.pool,
+        &d.job_id,
+        d.attempt,
+        &d.tenant,
+        d.slices,
+        d.max_slices,
+    );
+    if asked == decided {
+        return Ok(());
+    }
+    Err(format!(
         "{}|{}|{}|{}|{}|{}",
-        r.pool, r.job_id, r.attempt, r.tenant, r.slices, r.max_slices
-    )
+        d.pool, d.job_id, d.attempt, d.tenant, d.slices, d.max_slices
+    ))
 }
 
 pub(crate) fn request(
@@ -28,29 +52,30 @@ pub(crate) fn request(
         .get(&r.pool, &r.tenant)
         .filter(|w| now < w.until());
     let pool = super::pool_in(&mut ledger.pools, &r.pool)?;
-    let decided_key = (r.pool.clone(), r.request_id.clone());
-    if let Some((seen, decision)) = records.decided.get(&decided_key) {
-        if *seen == content(r) {
-            out.repeat(decision.clone());
-            return Ok(());
-        }
-        return Err(format!(
-            "admission request {:?} was already decided with other content ({seen})",
-            r.request_id
-        ));
+    if let Some(decision) = records.decided.get(&r.pool, &r.request_id) {
+        return match same_request(r, decision) {
+            Ok(()) => {
+                out.repeat(decision.clone());
+                Ok(())
+            }
+            Err(seen) => Err(format!(
+                "admission request {:?} was already decided with other content ({seen})",
+                r.request_id
+            )),
+        };
     }
-    let key = (r.job_id.clone(), r.attempt);
-    if pool.holds.contains(&key) {
+    let key = (r.job_id.as_str(), r.attempt);
+    if pool.holds.contains(key) {
         return Err(format!(
             "job {:?} attempt {} already holds an admission; a new one needs a new attempt",
             r.job_id, r.attempt
         ));
     }
-    let known_tenant = pool.attempts.get(&key).map(|a| &a.tenant).or_else(|| {
-        records
-            .ended
-            .get(&(r.pool.clone(), r.job_id.clone(), r.attempt))
-    });
+    let known_tenant = pool
+        .attempts
+        .get(key)
+        .map(|a| &a.tenant)
+        .or_else(|| records.ended.get(&r.pool, key));
     if let Some(tenant) = known_tenant
         && *tenant != r.tenant
     {
@@ -100,7 +125,7 @@ pub(crate) fn request(
 
     let Some(kind) = kind else {
         let decision = out.admission(r, AdmissionOutcome::Deny, None, reason, &entitled, &used);
-        records.decided.insert(decided_key, (content(r), decision));
+        records.decided.insert(&r.pool, &r.request_id, decision);
         return Ok(());
     };
 
@@ -140,7 +165,7 @@ pub(crate) fn request(
             kind,
         );
     }
-    records.decided.insert(decided_key, (content(r), decision));
+    records.decided.insert(&r.pool, &r.request_id, decision);
     pool.holds.insert(
         key,
         Hold {

@@ -6,36 +6,58 @@
 //! Only the holds themselves are stored in a snapshot; the sums and the
 //! expiry order are rebuilt when it is read.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::events::HoldKind;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::by_attempt::{AttemptKey, ByAttempt};
 use super::{Ge, Hold};
 
-/// Which attempt a hold is for: (job_id, attempt).
-pub(crate) type AttemptKey = (String, i32);
+/// One tenant's Σ GE of holds, by kind.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct KindSums {
+    reserved: Ge,
+    quota: Ge,
+    burst: Ge,
+}
+
+impl KindSums {
+    fn of(&mut self, kind: HoldKind) -> &mut Ge {
+        match kind {
+            HoldKind::Reserved => &mut self.reserved,
+            HoldKind::Quota => &mut self.quota,
+            HoldKind::Burst => &mut self.burst,
+        }
+    }
+
+    fn is_zero(&self) -> bool {
+        [&self.reserved, &self.quota, &self.burst]
+            .into_iter()
+            .all(|ge| *ge == Ge::zero())
+    }
+}
 
 /// The live holds of one pool, by attempt.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Holds {
-    by_attempt: BTreeMap<AttemptKey, Hold>,
-    /// Σ GE by (tenant, kind); an entry that reaches zero is removed.
-    use_by: BTreeMap<(String, HoldKind), Ge>,
+    by_attempt: ByAttempt<Hold>,
+    /// Σ GE by tenant and kind; a tenant whose sums are all zero is removed.
+    use_by: BTreeMap<String, KindSums>,
     total: Ge,
     burst: Ge,
-    /// Holds not yet started, by (expiry, attempt).
-    expiries: BTreeSet<(Timestamp, AttemptKey)>,
+    /// Holds not yet started, by expiry, then attempt.
+    expiries: BTreeMap<Timestamp, ByAttempt<()>>,
 }
 
 impl Holds {
-    pub(crate) fn get(&self, key: &AttemptKey) -> Option<&Hold> {
+    pub(crate) fn get(&self, key: AttemptKey<'_>) -> Option<&Hold> {
         self.by_attempt.get(key)
     }
 
-    pub(crate) fn contains(&self, key: &AttemptKey) -> bool {
-        self.by_attempt.contains_key(key)
+    pub(crate) fn contains(&self, key: AttemptKey<'_>) -> bool {
+        self.by_attempt.contains(key)
     }
 
     pub(crate) fn values(&self) -> impl Iterator<Item = &Hold> {
@@ -43,51 +65,63 @@ impl Holds {
     }
 
     /// Adds a hold (replacing any for the same attempt).
-    pub(crate) fn insert(&mut self, key: AttemptKey, hold: Hold) {
-        self.remove(&key);
+    pub(crate) fn insert(&mut self, key: AttemptKey<'_>, hold: Hold) {
+        self.remove(key);
         self.count(&hold, true);
         if let Some(at) = hold.expires_at {
-            self.expiries.insert((at, key.clone()));
+            self.expiries.entry(at).or_default().insert(key, ());
         }
         self.by_attempt.insert(key, hold);
     }
 
     /// Releases a hold.
-    pub(crate) fn remove(&mut self, key: &AttemptKey) -> Option<Hold> {
+    pub(crate) fn remove(&mut self, key: AttemptKey<'_>) -> Option<Hold> {
         let hold = self.by_attempt.remove(key)?;
         self.count(&hold, false);
         if let Some(at) = hold.expires_at {
-            self.expiries.remove(&(at, key.clone()));
+            self.forget_expiry(at, key);
         }
         Some(hold)
     }
 
     /// The attempt started: its hold no longer expires. Returns the hold.
-    pub(crate) fn start(&mut self, key: &AttemptKey) -> Option<&Hold> {
-        let hold = self.by_attempt.get_mut(key)?;
-        if let Some(at) = hold.expires_at.take() {
-            self.expiries.remove(&(at, key.clone()));
+    pub(crate) fn start(&mut self, key: AttemptKey<'_>) -> Option<&Hold> {
+        let at = self.by_attempt.get_mut(key)?.expires_at.take();
+        if let Some(at) = at {
+            self.forget_expiry(at, key);
         }
-        Some(hold)
+        self.by_attempt.get(key)
+    }
+
+    fn forget_expiry(&mut self, at: Timestamp, key: AttemptKey<'_>) {
+        if let Some(due) = self.expiries.get_mut(&at) {
+            due.remove(key);
+            if due.is_empty() {
+                self.expiries.remove(&at);
+            }
+        }
     }
 
     /// Moves a hold to another kind.
-    pub(crate) fn reclassify(&mut self, key: &AttemptKey, kind: HoldKind) {
+    pub(crate) fn reclassify(&mut self, key: AttemptKey<'_>, kind: HoldKind) {
         let Some(mut hold) = self.by_attempt.get(key).cloned() else {
             return;
         };
         self.count(&hold, false);
         hold.kind = kind;
         self.count(&hold, true);
-        self.by_attempt.insert(key.clone(), hold);
+        self.by_attempt.insert(key, hold);
     }
 
     /// Σ GE of `tenant`'s holds of `kind`.
     pub(crate) fn use_of(&self, tenant: &str, kind: HoldKind) -> Ge {
         self.use_by
-            .get(&(tenant.to_owned(), kind))
-            .cloned()
-            .unwrap_or_else(Ge::zero)
+            .get(tenant)
+            .map_or_else(Ge::zero, |sums| match kind {
+                HoldKind::Reserved => sums.reserved.clone(),
+                HoldKind::Quota => sums.quota.clone(),
+                HoldKind::Burst => sums.burst.clone(),
+            })
     }
 
     /// Σ GE of every hold.
@@ -101,13 +135,14 @@ impl Holds {
     }
 
     /// The unstarted hold that expires first, if any.
-    pub(crate) fn next_expiry(&self) -> Option<(Timestamp, &AttemptKey)> {
-        self.expiries.first().map(|(at, key)| (*at, key))
+    pub(crate) fn next_expiry(&self) -> Option<(Timestamp, AttemptKey<'_>)> {
+        let (at, due) = self.expiries.first_key_value()?;
+        due.first().map(|(key, ())| (*at, key))
     }
 
     /// `tenant`'s holds of `kind`, oldest admission first.
-    pub(crate) fn by_age(&self, tenant: &str, kind: HoldKind) -> Vec<(AttemptKey, Ge)> {
-        let mut holds: Vec<(&AttemptKey, &Hold)> = self
+    pub(crate) fn by_age(&self, tenant: &str, kind: HoldKind) -> Vec<((String, i32), Ge)> {
+        let mut holds: Vec<(AttemptKey<'_>, &Hold)> = self
             .by_attempt
             .iter()
             .filter(|(_, h)| h.tenant == tenant && h.kind == kind)
@@ -115,53 +150,50 @@ impl Holds {
         holds.sort_by_key(|(_, h)| h.admitted_seq);
         holds
             .into_iter()
-            .map(|(k, h)| (k.clone(), h.ge.clone()))
+            .map(|((job, attempt), h)| ((job.to_owned(), attempt), h.ge.clone()))
             .collect()
     }
 
     /// Adds `hold` to the sums, or takes it out.
     fn count(&mut self, hold: &Hold, add: bool) {
-        let change = |sum: &Ge| {
-            if add {
-                sum.clone() + hold.ge.clone()
+        let change = |sum: &mut Ge| {
+            let before = std::mem::take(sum);
+            *sum = if add {
+                before + hold.ge.clone()
             } else {
-                sum.clone() - hold.ge.clone()
-            }
+                before - hold.ge.clone()
+            };
         };
-        self.total = change(&self.total);
+        change(&mut self.total);
         if hold.kind == HoldKind::Burst {
-            self.burst = change(&self.burst);
+            change(&mut self.burst);
         }
-        let key = (hold.tenant.clone(), hold.kind);
-        let sum = change(self.use_by.get(&key).unwrap_or(&Ge::zero()));
-        if sum == Ge::zero() {
-            self.use_by.remove(&key);
-        } else {
-            self.use_by.insert(key, sum);
+        if !self.use_by.contains_key(&hold.tenant) {
+            self.use_by.insert(hold.tenant.clone(), KindSums::default());
         }
-    }
-}
-
-impl FromIterator<(AttemptKey, Hold)> for Holds {
-    fn from_iter<I: IntoIterator<Item = (AttemptKey, Hold)>>(iter: I) -> Self {
-        let mut holds = Holds::default();
-        for (key, hold) in iter {
-            holds.insert(key, hold);
+        if let Some(sums) = self.use_by.get_mut(&hold.tenant) {
+            change(sums.of(hold.kind));
+            if sums.is_zero() {
+                self.use_by.remove(&hold.tenant);
+            }
         }
-        holds
     }
 }
 
 /// Stored as a list of (attempt, hold) pairs, as before the sums existed.
 impl Serialize for Holds {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        super::pairs::serialize(&self.by_attempt, s)
+        self.by_attempt.serialize(s)
     }
 }
 
 impl<'de> Deserialize<'de> for Holds {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let by_attempt: BTreeMap<AttemptKey, Hold> = super::pairs::deserialize(d)?;
-        Ok(by_attempt.into_iter().collect())
+        let by_attempt = ByAttempt::<Hold>::deserialize(d)?;
+        let mut holds = Holds::default();
+        for (key, hold) in by_attempt.iter() {
+            holds.insert(key, hold.clone());
+        }
+        Ok(holds)
     }
 }

@@ -8,6 +8,7 @@ use gpuledger_schemas::events::{Enforcement, JobEvent, JobState};
 
 use gpuledger_schemas::billing::UseKind;
 
+use super::by_attempt::{AttemptKey, Named};
 use super::decide::Decisions;
 use super::{Attempt, AttemptPhase, Ge, Ledger, Records, segments};
 
@@ -19,11 +20,10 @@ pub(crate) fn apply(
     out: &mut Decisions<'_>,
 ) -> Result<(), String> {
     let pool = ledger.pool_mut(&e.pool)?;
-    let key = (e.job_id.clone(), e.attempt);
-    let label = format!("job {:?} attempt {}", e.job_id, e.attempt);
-    let ended_key = (e.pool.clone(), e.job_id.clone(), e.attempt);
-    let ended_tenant = records.ended.get(&ended_key);
-    let known_tenant = pool.attempts.get(&key).map(|a| &a.tenant).or(ended_tenant);
+    let key = (e.job_id.as_str(), e.attempt);
+    let label = Named(key);
+    let ended_tenant = records.ended.get(&e.pool, key);
+    let known_tenant = pool.attempts.get(key).map(|a| &a.tenant).or(ended_tenant);
     if let Some(tenant) = known_tenant
         && *tenant != e.tenant
     {
@@ -32,7 +32,7 @@ pub(crate) fn apply(
             e.tenant
         ));
     }
-    if let Some(hold) = pool.holds.get(&key)
+    if let Some(hold) = pool.holds.get(key)
         && hold.tenant != e.tenant
     {
         return Err(format!(
@@ -40,15 +40,15 @@ pub(crate) fn apply(
             e.tenant, hold.tenant
         ));
     }
-    let phase = pool.attempts.get(&key).map(|a| a.phase);
+    let phase = pool.attempts.get(key).map(|a| a.phase);
     if ended_tenant.is_some() || phase == Some(AttemptPhase::Ended) {
         return Err(format!(
             "{label} already ended; {} comes after its terminal event",
             e.state
         ));
     }
-    let devices: BTreeSet<String> = e.devices.iter().flatten().cloned().collect();
-    if let Some(unknown) = devices.iter().find(|d| pool.inventory.device(d).is_none()) {
+    let named = e.devices.iter().flatten();
+    if let Some(unknown) = named.clone().find(|d| pool.inventory.device(d).is_none()) {
         return Err(format!(
             "device {unknown:?} of {label} is not in pool {:?}'s inventory",
             e.pool
@@ -58,21 +58,21 @@ pub(crate) fn apply(
     match e.state {
         JobState::Submitted => {
             pool.attempts
-                .entry(key)
-                .or_insert_with(|| Attempt::new(&e.tenant));
+                .get_or_insert_with(key, || Attempt::new(&e.tenant));
         }
         JobState::Started if phase == Some(AttemptPhase::Running) => {
             // Another node of a multi-node job: its devices join from its
             // start on; the attempt keeps its first start.
+            let devices: BTreeSet<String> = named.cloned().collect();
             let kind = pool
                 .attempts
-                .get(&key)
+                .get(key)
                 .and_then(|a| a.segment.as_ref())
                 .map(|s| s.kind);
             match kind {
-                Some(kind) => segments::split(&e.pool, pool, &key, kind, at, devices, out),
+                Some(kind) => segments::split(&e.pool, pool, key, kind, at, devices, out),
                 None => {
-                    if let Some(attempt) = pool.attempts.get_mut(&key) {
+                    if let Some(attempt) = pool.attempts.get_mut(key) {
                         attempt.devices.extend(devices);
                     }
                 }
@@ -80,9 +80,10 @@ pub(crate) fn apply(
         }
         JobState::Started => {
             // Running now: the hold no longer expires.
+            let devices: BTreeSet<String> = named.cloned().collect();
             let admitted = pool
                 .holds
-                .start(&key)
+                .start(key)
                 .map(|hold| (UseKind::from(hold.kind), hold.ge.clone()));
             let mut unadmitted_ge = None;
             if admitted.is_none() {
@@ -117,8 +118,7 @@ pub(crate) fn apply(
             }
             let attempt = pool
                 .attempts
-                .entry(key.clone())
-                .or_insert_with(|| Attempt::new(&e.tenant));
+                .get_or_insert_with(key, || Attempt::new(&e.tenant));
             attempt.phase = AttemptPhase::Running;
             attempt.started_at = Some(at);
             attempt.devices = devices;
@@ -126,11 +126,11 @@ pub(crate) fn apply(
             let (kind, ge) = admitted
                 .or(unadmitted_ge.map(|ge| (UseKind::Unadmitted, ge)))
                 .unwrap_or((UseKind::Unadmitted, Ge::zero()));
-            segments::open(&e.pool, pool, &key, kind, ge, at, out);
+            segments::open(&e.pool, pool, key, kind, ge, at, out);
         }
         JobState::Cancelled if phase != Some(AttemptPhase::Running) => {
             // Cancelled before it started: just release the hold.
-            pool.holds.remove(&key);
+            pool.holds.remove(key);
             end(pool, key, e, records);
         }
         JobState::Completed | JobState::Failed | JobState::Cancelled | JobState::Preempted => {
@@ -140,7 +140,7 @@ pub(crate) fn apply(
                     e.state
                 ));
             }
-            if let Some(started) = pool.attempts.get(&key).and_then(|a| a.started_at)
+            if let Some(started) = pool.attempts.get(key).and_then(|a| a.started_at)
                 && at < started
             {
                 return Err(format!(
@@ -148,8 +148,8 @@ pub(crate) fn apply(
                     e.state
                 ));
             }
-            pool.holds.remove(&key);
-            segments::close(&e.pool, pool, &key, &segments::Ending { at, event: e }, out);
+            pool.holds.remove(key);
+            segments::close(&e.pool, pool, key, &segments::Ending { at, event: e }, out);
             end(pool, key, e, records);
         }
     }
@@ -159,10 +159,10 @@ pub(crate) fn apply(
 /// The attempt is over: it leaves the live state for the records, where
 /// its tenant is kept to reject what comes after its end. Nothing may fail
 /// after this.
-fn end(pool: &mut super::Pool, key: (String, i32), e: &JobEvent, records: &mut Records) {
+fn end(pool: &mut super::Pool, key: AttemptKey<'_>, e: &JobEvent, records: &mut Records) {
     let tenant = pool
         .attempts
-        .remove(&key)
+        .remove(key)
         .map_or_else(|| e.tenant.clone(), |a| a.tenant);
-    records.ended.insert((e.pool.clone(), key.0, key.1), tenant);
+    records.ended.insert(&e.pool, key, tenant);
 }

@@ -9,11 +9,13 @@
 
 mod admission;
 mod budgets;
+mod by_attempt;
 mod capacity;
 mod decide;
 mod ge;
 mod holds;
 mod jobs;
+mod records;
 mod reservations;
 mod segments;
 mod timers;
@@ -37,9 +39,11 @@ use serde::{Deserialize, Serialize};
 pub use ge::Ge;
 pub use views::{TenantInPool, Window};
 
+use by_attempt::ByAttempt;
 use capacity::PoolInventory;
 use decide::Cause;
 use holds::Holds;
+use records::Records;
 
 /// Where an event sits in the ledger: its partition and offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -183,26 +187,7 @@ pub(crate) struct Pool {
     /// Live holds by (job_id, attempt).
     pub(crate) holds: Holds,
     /// Attempts not yet ended, by (job_id, attempt).
-    #[serde(with = "pairs")]
-    pub(crate) attempts: BTreeMap<(String, i32), Attempt>,
-}
-
-/// The parts of the state that grow with the ledger, or change only once
-/// an event is known to apply. They stay out of the copy an event is tried
-/// on, so trying an event costs the size of the live state, not of the
-/// whole history; each is changed only at the end of a successful apply.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Records {
-    /// Billing facts, for budgets: every price book, and the month's
-    /// segments, windows, usage, inventory and health.
-    pub(crate) billing: Facts,
-    /// Decided admission requests by (pool, request_id): the request's
-    /// content and its decision.
-    #[serde(with = "pairs")]
-    pub(crate) decided: BTreeMap<(String, String), (String, Event)>,
-    /// Ended attempts by (pool, job_id, attempt): their tenant.
-    #[serde(with = "pairs")]
-    pub(crate) ended: BTreeMap<(String, String, i32), String>,
+    pub(crate) attempts: ByAttempt<Attempt>,
 }
 
 /// The state of one ledger partition.
@@ -547,30 +532,5 @@ impl Serialize for AppliedIds {
 impl<'de> Deserialize<'de> for AppliedIds {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Ok(Self(Vec::<String>::deserialize(d)?.into_iter().collect()))
-    }
-}
-
-/// Maps with tuple keys as lists of pairs: JSON object keys must be
-/// strings.
-mod pairs {
-    use std::collections::BTreeMap;
-
-    use serde::de::DeserializeOwned;
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    pub(super) fn serialize<K: Serialize, V: Serialize, S: Serializer>(
-        map: &BTreeMap<K, V>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        s.collect_seq(map.iter())
-    }
-
-    pub(super) fn deserialize<'de, K, V, D>(d: D) -> Result<BTreeMap<K, V>, D::Error>
-    where
-        K: DeserializeOwned + Ord,
-        V: DeserializeOwned,
-        D: Deserializer<'de>,
-    {
-        Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())
     }
 }

@@ -9,6 +9,7 @@ use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::billing::{Segment, UseKind};
 use gpuledger_schemas::events::JobEvent;
 
+use super::by_attempt::AttemptKey;
 use super::decide::Decisions;
 use super::{Ge, OpenSegment, Pool};
 
@@ -21,7 +22,7 @@ pub(crate) struct Ending<'a> {
 fn row(
     pool_name: &str,
     pool: &Pool,
-    key: &(String, i32),
+    key: AttemptKey<'_>,
     segment: &OpenSegment,
     end: Option<Timestamp>,
     ending: Option<&Ending<'_>>,
@@ -31,7 +32,7 @@ fn row(
     Some(Segment {
         pool: pool_name.to_owned(),
         tenant: attempt.tenant.clone(),
-        job_id: key.0.clone(),
+        job_id: key.0.to_owned(),
         attempt: key.1,
         kind: segment.kind,
         slices,
@@ -50,7 +51,7 @@ fn row(
 pub(crate) fn open(
     pool_name: &str,
     pool: &mut Pool,
-    key: &(String, i32),
+    key: AttemptKey<'_>,
     kind: UseKind,
     ge: Ge,
     at: Timestamp,
@@ -76,7 +77,7 @@ pub(crate) fn open(
 pub(crate) fn split(
     pool_name: &str,
     pool: &mut Pool,
-    key: &(String, i32),
+    key: AttemptKey<'_>,
     kind: UseKind,
     at: Timestamp,
     joined: BTreeSet<String>,
@@ -102,7 +103,7 @@ pub(crate) fn split(
 pub(crate) fn close(
     pool_name: &str,
     pool: &mut Pool,
-    key: &(String, i32),
+    key: AttemptKey<'_>,
     ending: &Ending<'_>,
     out: &mut Decisions<'_>,
 ) {

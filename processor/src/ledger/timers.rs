@@ -28,7 +28,7 @@ fn next_due(ledger: &Ledger, now: Timestamp) -> Option<(Timestamp, Timer)> {
         {
             due.push((
                 at,
-                Timer::HoldExpiry(pool_name.clone(), job.clone(), *attempt),
+                Timer::HoldExpiry(pool_name.clone(), job.to_owned(), attempt),
             ));
         }
         for (id, r) in pool
@@ -64,7 +64,7 @@ pub(crate) fn fire_due(ledger: &mut Ledger, now: Timestamp, out: &mut Decisions<
         match timer {
             Timer::HoldExpiry(pool, job, attempt) => {
                 if let Some(p) = ledger.pools.get_mut(&pool) {
-                    p.holds.remove(&(job, attempt));
+                    p.holds.remove((&job, attempt));
                 }
             }
             Timer::ReservationStart(pool, id) => open_reservation(ledger, &pool, &id, at, out),
@@ -98,24 +98,18 @@ fn open_reservation(
                 continue;
             }
             free = free - ge;
-            pool.holds.reclassify(&key, HoldKind::Reserved);
+            let key = (key.0.as_str(), key.1);
+            pool.holds.reclassify(key, HoldKind::Reserved);
             segments::split(
                 pool_name,
                 pool,
-                &key,
+                key,
                 UseKind::Reserved,
                 at,
                 BTreeSet::new(),
                 out,
             );
-            out.reclassified(
-                pool_name,
-                &tenant,
-                (&key.0, key.1),
-                from,
-                HoldKind::Reserved,
-                at,
-            );
+            out.reclassified(pool_name, &tenant, key, from, HoldKind::Reserved, at);
         }
     }
 }
@@ -161,22 +155,16 @@ pub(crate) fn close_reservation(
         } else {
             HoldKind::Burst
         };
-        pool.holds.reclassify(&key, to);
-        segments::split(pool_name, pool, &key, to.into(), at, BTreeSet::new(), out);
-        out.reclassified(
-            pool_name,
-            &tenant,
-            (&key.0, key.1),
-            HoldKind::Reserved,
-            to,
-            at,
-        );
+        let key = (key.0.as_str(), key.1);
+        pool.holds.reclassify(key, to);
+        segments::split(pool_name, pool, key, to.into(), at, BTreeSet::new(), out);
+        out.reclassified(pool_name, &tenant, key, HoldKind::Reserved, to, at);
         if to == HoldKind::Burst && ge > burst_room {
             let observed = pool.use_of(&tenant, HoldKind::Burst);
             out.violation(
                 pool_name,
                 &tenant,
-                Some((&key.0, key.1)),
+                Some(key),
                 &observed,
                 &burst_ge,
                 enforcement,

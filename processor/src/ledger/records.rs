@@ -1,0 +1,111 @@
+//! What the ledger keeps of its history: the billing facts budgets price,
+//! every decided admission request (a retry gets the same answer) and the
+//! tenant of every ended attempt (what comes after an end is rejected).
+//! These grow with the ledger, so they are read by borrowed names, and
+//! they stay out of the copy an event is tried on.
+
+use std::collections::BTreeMap;
+
+use gpuledger_schemas::Event;
+use gpuledger_schemas::billing::Facts;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::by_attempt::{AttemptKey, ByAttempt};
+
+/// The parts of the state that grow with the ledger, or change only once
+/// an event is known to apply. Each is changed only at the end of a
+/// successful apply.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Records {
+    /// Billing facts, for budgets: every price book, and the month's
+    /// segments, windows, usage, inventory and health.
+    pub(crate) billing: Facts,
+    /// Decided admission requests by pool and request_id.
+    pub(crate) decided: Decided,
+    /// Ended attempts by pool and attempt: their tenant.
+    pub(crate) ended: Ended,
+}
+
+/// Decided admission requests' decisions (which record what was asked),
+/// by pool, then request_id. A snapshot stores a list of ((pool,
+/// request_id), decision) pairs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Decided(BTreeMap<String, BTreeMap<String, Event>>);
+
+impl Decided {
+    pub(crate) fn get(&self, pool: &str, request_id: &str) -> Option<&Event> {
+        self.0.get(pool)?.get(request_id)
+    }
+
+    pub(crate) fn insert(&mut self, pool: &str, request_id: &str, decision: Event) {
+        if !self.0.contains_key(pool) {
+            self.0.insert(pool.to_owned(), BTreeMap::new());
+        }
+        if let Some(requests) = self.0.get_mut(pool) {
+            requests.insert(request_id.to_owned(), decision);
+        }
+    }
+}
+
+impl Serialize for Decided {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(
+            self.0
+                .iter()
+                .flat_map(|(pool, requests)| requests.iter().map(move |(id, d)| ((pool, id), d))),
+        )
+    }
+}
+
+impl<'de> Deserialize<'de> for Decided {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut decided = Decided::default();
+        for ((pool, id), decision) in Vec::<((String, String), Event)>::deserialize(d)? {
+            decided.insert(&pool, &id, decision);
+        }
+        Ok(decided)
+    }
+}
+
+/// Ended attempts' tenants, by pool, then attempt. A snapshot stores a list
+/// of ((pool, job, attempt), tenant) pairs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Ended(BTreeMap<String, ByAttempt<String>>);
+
+impl Ended {
+    /// The tenant of `key` in `pool`, if that attempt ended.
+    pub(crate) fn get(&self, pool: &str, key: AttemptKey<'_>) -> Option<&String> {
+        self.0.get(pool)?.get(key)
+    }
+
+    pub(crate) fn insert(&mut self, pool: &str, key: AttemptKey<'_>, tenant: String) {
+        if !self.0.contains_key(pool) {
+            self.0.insert(pool.to_owned(), ByAttempt::default());
+        }
+        if let Some(attempts) = self.0.get_mut(pool) {
+            attempts.insert(key, tenant);
+        }
+    }
+}
+
+impl Serialize for Ended {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().flat_map(|(pool, attempts)| {
+            attempts
+                .iter()
+                .map(move |((job, attempt), tenant)| ((pool, job, attempt), tenant))
+        }))
+    }
+}
+
+impl<'de> Deserialize<'de> for Ended {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut ended = Ended::default();
+        for ((pool, job, attempt), tenant) in
+            Vec::<((String, String, i32), String)>::deserialize(d)?
+        {
+            ended.insert(&pool, (&job, attempt), tenant);
+        }
+        Ok(ended)
+    }
+}
