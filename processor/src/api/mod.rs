@@ -509,6 +509,7 @@ fn dry_run_decision(state: &ApiState, event: &Event) -> Result<Event, ApiError> 
         Outcome::Applied { decisions, .. } => decisions
             .into_iter()
             .find(|d| matches!(d.body, EventBody::AdmissionDecision(_)))
+            .map(Arc::unwrap_or_clone)
             .ok_or_else(|| {
                 ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,

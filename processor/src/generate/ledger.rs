@@ -2,6 +2,7 @@
 //! and written by the ledger-history writer.
 
 use std::io::Write;
+use std::sync::Arc;
 
 use gpuledger_schemas::events::AdmissionOutcome;
 use gpuledger_schemas::{Event, EventBody};
@@ -47,7 +48,7 @@ pub(super) fn ledger(
         )),
         None => None,
     };
-    let mut apply = |e: Event, ledger: &mut Ledger| -> Result<Option<Vec<Event>>> {
+    let mut apply = |e: Event, ledger: &mut Ledger| -> Result<Option<Vec<Arc<Event>>>> {
         if let Some(out) = ndjson.as_mut() {
             writeln!(out, "{}", e.to_json_string())?;
         }

@@ -15,6 +15,7 @@
 
 use gpuledger_common::history::HistoryRoot;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -116,7 +117,7 @@ impl LedgerHistory {
         partition: i32,
         offset: i64,
         event: &Event,
-        decisions: &[Event],
+        decisions: &[Arc<Event>],
         segments: &[Segment],
     ) -> Result<()> {
         if !self.wants(partition, offset) {
@@ -146,7 +147,7 @@ impl LedgerHistory {
             buffer.rows.entry(table).or_default().push(row);
         };
         let records = std::iter::once((ledger_events::TABLE, event))
-            .chain(decisions.iter().map(|d| (decisions::TABLE, d)));
+            .chain(decisions.iter().map(|d| (decisions::TABLE, &**d)));
         for (table, e) in records {
             let json = e.to_json_value();
             let raw = json.to_string();

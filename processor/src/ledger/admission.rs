@@ -2,6 +2,8 @@
 //! holds, and on-demand capacity asked for when spare or hardware falls short.
 
 use gpuledger_schemas::events::{AdmissionOutcome, AdmissionRequest, HoldKind};
+use std::sync::Arc;
+
 use gpuledger_schemas::{Event, EventBody};
 
 use super::decide::Decisions;
@@ -55,7 +57,7 @@ pub(crate) fn request(
     if let Some(decision) = records.decided.get(&r.pool, &r.request_id) {
         return match same_request(r, decision) {
             Ok(()) => {
-                out.repeat(decision.clone());
+                out.repeat(Arc::clone(decision));
                 Ok(())
             }
             Err(seen) => Err(format!(

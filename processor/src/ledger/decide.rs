@@ -2,6 +2,8 @@
 //! that caused it, carries the state machine's `now` as its time and gets an
 //! `event_id` derived from its cause, so a replay produces the same ids.
 
+use std::sync::Arc;
+
 use gpuledger_schemas::billing::Segment;
 use gpuledger_schemas::events::*;
 use gpuledger_schemas::{Envelope, Event, Timestamp};
@@ -30,7 +32,7 @@ impl Cause {
 #[derive(Debug)]
 pub(crate) struct Decisions<'a> {
     cause: &'a Cause,
-    out: Vec<Event>,
+    out: Vec<Arc<Event>>,
     segments: Vec<Segment>,
     now: Timestamp,
 }
@@ -56,7 +58,7 @@ impl<'a> Decisions<'a> {
     }
 
     /// The decisions, and the billing segment rows opened or closed.
-    pub(crate) fn finish(self) -> (Vec<Event>, Vec<Segment>) {
+    pub(crate) fn finish(self) -> (Vec<Arc<Event>>, Vec<Segment>) {
         (self.out, self.segments)
     }
 
@@ -76,7 +78,7 @@ impl<'a> Decisions<'a> {
         };
         // Most events decide once or not at all: no room for four.
         self.out.reserve_exact(1);
-        self.out.push(Event::new(envelope, body));
+        self.out.push(Arc::new(Event::new(envelope, body)));
     }
 
     pub(crate) fn partition(&self) -> i32 {
@@ -100,7 +102,7 @@ impl<'a> Decisions<'a> {
         reason: &str,
         entitled: &Ge,
         used: &Ge,
-    ) -> Event {
+    ) -> Arc<Event> {
         let body = AdmissionDecision {
             pool: request.pool.clone(),
             request_id: request.request_id.clone(),
@@ -126,7 +128,7 @@ impl<'a> Decisions<'a> {
     }
 
     /// Repeats an earlier decision unchanged (a retried request).
-    pub(crate) fn repeat(&mut self, decision: Event) {
+    pub(crate) fn repeat(&mut self, decision: Arc<Event>) {
         self.out.reserve_exact(1);
         self.out.push(decision);
     }
@@ -283,7 +285,7 @@ impl<'a> Decisions<'a> {
     }
 
     /// The decisions so far.
-    pub(crate) fn decisions(&self) -> &[Event] {
+    pub(crate) fn decisions(&self) -> &[Arc<Event>] {
         &self.out
     }
 

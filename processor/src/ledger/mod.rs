@@ -30,6 +30,7 @@ mod tests_billing;
 mod tests_support;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 
 use gpuledger_schemas::billing::{Facts, Period, Segment, UseKind};
 use gpuledger_schemas::events::{HoldKind, TenantPolicy};
@@ -57,7 +58,8 @@ pub struct Position {
 pub enum Outcome {
     /// Applied; these decisions follow from it (timers first, in time order).
     Applied {
-        decisions: Vec<Event>,
+        /// Shared: the ledger keeps admission decisions to answer retries.
+        decisions: Vec<Arc<Event>>,
         warnings: Vec<String>,
         /// Billing segment rows for `allocations`: opened (no `end`) or
         /// closed.
@@ -71,7 +73,7 @@ pub enum Outcome {
 }
 
 /// What an applied event produced: decisions, warnings, billing segments.
-type AppliedParts = (Vec<Event>, Vec<String>, Vec<Segment>);
+type AppliedParts = (Vec<Arc<Event>>, Vec<String>, Vec<Segment>);
 
 /// How long an admission holds its GE if the attempt never starts.
 pub const DEFAULT_HOLD_TTL_MICROS: i64 = 15 * 60 * 1_000_000;
@@ -420,7 +422,7 @@ impl Ledger {
         now: Timestamp,
         out: &mut decide::Decisions<'_>,
     ) {
-        let facts = std::iter::once(event).chain(out.decisions());
+        let facts = std::iter::once(event).chain(out.decisions().iter().map(|d| &**d));
         for e in facts {
             if let Err(e) = billing.observe(e) {
                 tracing::warn!(error = %e, "billing facts: event not taken in");
@@ -431,7 +433,7 @@ impl Ledger {
         }
         watches::revise(
             &mut self.budget_watch,
-            std::iter::once(event).chain(out.decisions()),
+            std::iter::once(event).chain(out.decisions().iter().map(|d| &**d)),
             out.segments(),
             now,
         );

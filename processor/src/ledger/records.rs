@@ -5,6 +5,7 @@
 //! they stay out of the copy an event is tried on.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use gpuledger_schemas::Event;
 use gpuledger_schemas::billing::Facts;
@@ -30,14 +31,14 @@ pub(crate) struct Records {
 /// by pool, then request_id. A snapshot stores a list of ((pool,
 /// request_id), decision) pairs.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Decided(BTreeMap<String, BTreeMap<String, Event>>);
+pub(crate) struct Decided(BTreeMap<String, BTreeMap<String, Arc<Event>>>);
 
 impl Decided {
-    pub(crate) fn get(&self, pool: &str, request_id: &str) -> Option<&Event> {
+    pub(crate) fn get(&self, pool: &str, request_id: &str) -> Option<&Arc<Event>> {
         self.0.get(pool)?.get(request_id)
     }
 
-    pub(crate) fn insert(&mut self, pool: &str, request_id: &str, decision: Event) {
+    pub(crate) fn insert(&mut self, pool: &str, request_id: &str, decision: Arc<Event>) {
         if !self.0.contains_key(pool) {
             self.0.insert(pool.to_owned(), BTreeMap::new());
         }
@@ -50,9 +51,9 @@ impl Decided {
 impl Serialize for Decided {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(
-            self.0
-                .iter()
-                .flat_map(|(pool, requests)| requests.iter().map(move |(id, d)| ((pool, id), d))),
+            self.0.iter().flat_map(|(pool, requests)| {
+                requests.iter().map(move |(id, d)| ((pool, id), &**d))
+            }),
         )
     }
 }
@@ -61,7 +62,7 @@ impl<'de> Deserialize<'de> for Decided {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut decided = Decided::default();
         for ((pool, id), decision) in Vec::<((String, String), Event)>::deserialize(d)? {
-            decided.insert(&pool, &id, decision);
+            decided.insert(&pool, &id, Arc::new(decision));
         }
         Ok(decided)
     }

@@ -29,7 +29,9 @@ pub(super) fn decisions(outcomes: &[Outcome]) -> Vec<Event> {
     outcomes
         .iter()
         .flat_map(|o| match o {
-            Outcome::Applied { decisions, .. } => decisions.clone(),
+            Outcome::Applied { decisions, .. } => {
+                decisions.iter().map(|d| Event::clone(d)).collect()
+            }
             _ => Vec::new(),
         })
         .collect()

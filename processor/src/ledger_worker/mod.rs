@@ -75,7 +75,7 @@ pub struct LedgerWorkerConfig {
 
 /// What one consumed record produces.
 enum Output {
-    Decision(Box<Event>),
+    Decision(Arc<Event>),
     DeadLetter {
         original: OwnedMessage,
         reason: String,
@@ -290,7 +290,7 @@ async fn run_once(
                         }
                         worker
                             .pending
-                            .extend(decisions.into_iter().map(|d| Output::Decision(Box::new(d))));
+                            .extend(decisions.into_iter().map(Output::Decision));
                     }
                     Outcome::Duplicate => metrics::LEDGER_EVENTS_DUPLICATE.inc(),
                     Outcome::Rejected { reason } => {
@@ -488,7 +488,7 @@ fn announce(config: &LedgerWorkerConfig, outputs: Vec<Output>) -> u64 {
                     ]),
                     EventBody::BurstTriggered(_) => {
                         if let Some(hook) = &config.burst_hook {
-                            hook.notify(*event);
+                            hook.notify(Arc::unwrap_or_clone(event));
                         }
                     }
                     _ => {}

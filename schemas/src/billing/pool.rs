@@ -231,6 +231,10 @@ fn health_credit(
     a: Timestamp,
     b: Timestamp,
 ) -> Result<Rational, BillingError> {
+    // No device of the pool ever failed (the common case): no credit.
+    if pool.health.is_empty() {
+        return Ok(Rational::zero());
+    }
     let devices: Vec<(String, Option<String>, Rational)> = s
         .devices
         .iter()
