@@ -3,15 +3,97 @@
 //! files under a local folder or (feature `object-store`) an `s3://` URL.
 
 #[cfg(feature = "object-store")]
+mod covering;
+#[cfg(feature = "object-store")]
 mod object;
 
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use clap::Args;
 
 #[cfg(feature = "object-store")]
+pub use covering::SkipCovered;
+#[cfg(feature = "object-store")]
 pub use object::ObjectRoot;
+
+/// The parts of a history file name:
+/// `<topic>-<partition>-<first offset>-<last offset>.parquet`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileName {
+    pub topic: String,
+    pub partition: i32,
+    pub first_offset: i64,
+    pub last_offset: i64,
+}
+
+impl FileName {
+    /// The file name.
+    pub fn render(&self) -> String {
+        format!(
+            "{}-{}-{}-{}.parquet",
+            self.topic, self.partition, self.first_offset, self.last_offset
+        )
+    }
+
+    /// Reads a file name back; `None` for anything else (temporary files,
+    /// files from other tools).
+    pub fn parse(name: &str) -> Option<FileName> {
+        let stem = name.strip_suffix(".parquet")?;
+        let (rest, last) = stem.rsplit_once('-')?;
+        let (rest, first) = rest.rsplit_once('-')?;
+        let (topic, partition) = rest.rsplit_once('-')?;
+        let name = FileName {
+            topic: topic.to_owned(),
+            partition: partition.parse().ok()?,
+            first_offset: first.parse().ok()?,
+            last_offset: last.parse().ok()?,
+        };
+        (name.first_offset <= name.last_offset && !name.topic.is_empty()).then_some(name)
+    }
+
+    /// Whether `other` holds this file's rows: the same topic and
+    /// partition, and an offset range around this one's.
+    pub fn covered_by(&self, other: &FileName) -> bool {
+        self.topic == other.topic
+            && self.partition == other.partition
+            && other.first_offset <= self.first_offset
+            && self.last_offset <= other.last_offset
+            && self != other
+    }
+}
+
+/// Which of one day folder's files another file of the folder covers (see
+/// [`FileName::covered_by`]). Compaction on an object store writes a
+/// day's merged file before it removes the parts, and nothing else makes
+/// files overlap; a reader that skips covered files reads every row once,
+/// whenever it lists the folder.
+pub fn covered<'a>(names: impl IntoIterator<Item = &'a str>) -> HashSet<&'a str> {
+    let mut by_partition: BTreeMap<(String, i32), Vec<(FileName, &'a str)>> = BTreeMap::new();
+    for name in names {
+        if let Some(parsed) = FileName::parse(name) {
+            by_partition
+                .entry((parsed.topic.clone(), parsed.partition))
+                .or_default()
+                .push((parsed, name));
+        }
+    }
+    let mut out = HashSet::new();
+    for files in by_partition.values_mut() {
+        // By first offset, the widest first: a file is covered when one
+        // before it reaches as far.
+        files.sort_by_key(|(n, _)| (n.first_offset, std::cmp::Reverse(n.last_offset)));
+        let mut reach = i64::MIN;
+        for (name, text) in files.iter() {
+            if name.last_offset <= reach {
+                out.insert(*text);
+            }
+            reach = reach.max(name.last_offset);
+        }
+    }
+    out
+}
 
 /// The history root.
 #[derive(Debug, Clone, Args)]
@@ -127,6 +209,15 @@ impl HistoryRoot {
         }
     }
 
+    /// The bytes of `<table>/date=<date>/<name>`.
+    pub fn get(&self, table: &str, date: &str, name: &str) -> std::io::Result<Vec<u8>> {
+        match self {
+            HistoryRoot::Local(root) => std::fs::read(day_dir(root, table, date).join(name)),
+            #[cfg(feature = "object-store")]
+            HistoryRoot::Object(root) => root.get(table, date, name),
+        }
+    }
+
     /// Removes `<table>/date=<date>/<name>`; a file already gone is fine.
     pub fn remove(&self, table: &str, date: &str, name: &str) -> std::io::Result<()> {
         match self {
@@ -223,6 +314,52 @@ mod tests {
         root.remove("t", "2026-11-01", "a.parquet").unwrap();
         assert!(root.files("t").unwrap().is_empty());
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn names_round_trip_even_with_dashes_in_the_topic() {
+        let name = FileName {
+            topic: "e2e-7.gpuledger.telemetry".into(),
+            partition: 3,
+            first_offset: 100,
+            last_offset: 199,
+        };
+        assert_eq!(name.render(), "e2e-7.gpuledger.telemetry-3-100-199.parquet");
+        assert_eq!(FileName::parse(&name.render()), Some(name));
+        assert_eq!(FileName::parse(".tmp-x.parquet"), None);
+        assert_eq!(FileName::parse("t-1-9-3.parquet"), None);
+        assert_eq!(FileName::parse("t-1-2-3.parquet.tmp"), None);
+    }
+
+    #[test]
+    fn a_merged_file_covers_its_parts_and_nothing_else() {
+        let names = [
+            "t-0-0-9.parquet",
+            "t-0-10-19.parquet",
+            "t-0-0-19.parquet", // merged, its parts not yet removed
+            "t-0-20-29.parquet",
+            "t-1-0-9.parquet", // another partition
+            "u-0-5-5.parquet", // another topic
+            "notes.txt",
+        ];
+        let mut got: Vec<&str> = covered(names).into_iter().collect();
+        got.sort_unstable();
+        assert_eq!(got, ["t-0-0-9.parquet", "t-0-10-19.parquet"]);
+        assert!(covered(["t-0-0-9.parquet", "t-0-10-19.parquet"]).is_empty());
+        // A merge of merges covers both generations.
+        let mut got: Vec<&str> = covered([
+            "t-0-0-19.parquet",
+            "t-0-20-29.parquet",
+            "t-0-0-29.parquet",
+            "t-0-0-9.parquet",
+        ])
+        .into_iter()
+        .collect();
+        got.sort_unstable();
+        assert_eq!(
+            got,
+            ["t-0-0-19.parquet", "t-0-0-9.parquet", "t-0-20-29.parquet"]
+        );
     }
 
     #[cfg(not(feature = "object-store"))]

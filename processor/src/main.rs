@@ -14,7 +14,7 @@ use gpuledger_processor::api::k8s::K8sMapping;
 use gpuledger_processor::api::{self, ApiState, waiters};
 use gpuledger_processor::burst_hook::{BurstHook, BurstHookConfig};
 use gpuledger_processor::generate;
-use gpuledger_processor::history::compact;
+use gpuledger_processor::history::{compact, compact_parts};
 use gpuledger_processor::ledger::LedgerConfig;
 use gpuledger_processor::ledger_worker::{self, LedgerWorkerConfig};
 use gpuledger_processor::replay::{self, ReplayConfig};
@@ -321,15 +321,19 @@ async fn main() -> anyhow::Result<()> {
                 args.tables
             };
             let root = args.history.open().map_err(anyhow::Error::msg)?;
-            let root = root.local().ok_or_else(|| {
-                anyhow::anyhow!(
-                    "compact merges local history only: an object store has no atomic swap of a day's files"
-                )
-            })?;
             let mut out = std::io::stdout().lock();
             for table in &tables {
-                for date in compact::closed_days(root, table, &before)? {
-                    let done = compact::compact_day(root, table, &date)?;
+                // A local day is swapped in one rename; an object store's
+                // merged file covers its parts until they are removed.
+                let days = match root.local() {
+                    Some(local) => compact::closed_days(local, table, &before)?,
+                    None => compact_parts::closed_days(&root, table, &before)?,
+                };
+                for date in days {
+                    let done = match root.local() {
+                        Some(local) => compact::compact_day(local, table, &date)?,
+                        None => compact_parts::compact_day(&root, table, &date)?,
+                    };
                     writeln!(
                         out,
                         "{table} {date}: {} files -> {} ({} rows)",

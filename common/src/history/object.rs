@@ -72,9 +72,14 @@ impl ObjectRoot {
         &self.url
     }
 
-    /// The store and the URL (`s3://bucket`) it answers for.
+    /// The store as readers should see it, with the URL (`s3://bucket`)
+    /// it answers for: listings leave out the files a merged file covers
+    /// while compaction has not yet removed them ([`super::SkipCovered`]).
     pub fn store(&self) -> (&str, Arc<dyn ObjectStore>) {
-        (&self.store_url, self.store.clone())
+        (
+            &self.store_url,
+            Arc::new(super::SkipCovered::new(self.store.clone())),
+        )
     }
 
     /// The URL of `table`'s folder, ending in `/`.
@@ -146,6 +151,13 @@ impl ObjectRoot {
         let location = self.location(&[table, &format!("date={date}"), name]);
         self.block(async move { store.put(&location, PutPayload::from(bytes)).await })?;
         Ok(())
+    }
+
+    pub(super) fn get(&self, table: &str, date: &str, name: &str) -> std::io::Result<Vec<u8>> {
+        let store = self.store.clone();
+        let location = self.location(&[table, &format!("date={date}"), name]);
+        let bytes = self.block(async move { store.get(&location).await?.bytes().await })?;
+        Ok(bytes.to_vec())
     }
 
     pub(super) fn remove(&self, table: &str, date: &str, name: &str) -> std::io::Result<()> {

@@ -4,42 +4,7 @@ use std::collections::HashMap;
 
 use gpuledger_common::history::HistoryRoot;
 
-/// The parts of a history file name:
-/// `<topic>-<partition>-<first offset>-<last offset>.parquet`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileName {
-    pub topic: String,
-    pub partition: i32,
-    pub first_offset: i64,
-    pub last_offset: i64,
-}
-
-impl FileName {
-    /// The file name.
-    pub fn render(&self) -> String {
-        format!(
-            "{}-{}-{}-{}.parquet",
-            self.topic, self.partition, self.first_offset, self.last_offset
-        )
-    }
-
-    /// Reads a file name back; `None` for anything else (temporary files,
-    /// files from other tools).
-    pub fn parse(name: &str) -> Option<FileName> {
-        let stem = name.strip_suffix(".parquet")?;
-        let (rest, last) = stem.rsplit_once('-')?;
-        let (rest, first) = rest.rsplit_once('-')?;
-        let (topic, partition) = rest.rsplit_once('-')?;
-        let name = FileName {
-            topic: topic.to_owned(),
-            partition: partition.parse().ok()?,
-            first_offset: first.parse().ok()?,
-            last_offset: last.parse().ok()?,
-        };
-        (name.first_offset <= name.last_offset && !name.topic.is_empty()).then_some(name)
-    }
-}
-
+pub use gpuledger_common::history::FileName;
 pub use gpuledger_common::history::day_dir;
 
 /// The highest offset already durable per partition of `topic` in `table`.
@@ -121,21 +86,6 @@ pub fn remove_leftovers(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_round_trip_even_with_dashes_in_the_topic() {
-        let name = FileName {
-            topic: "e2e-7.gpuledger.telemetry".into(),
-            partition: 3,
-            first_offset: 100,
-            last_offset: 199,
-        };
-        assert_eq!(name.render(), "e2e-7.gpuledger.telemetry-3-100-199.parquet");
-        assert_eq!(FileName::parse(&name.render()), Some(name));
-        assert_eq!(FileName::parse(".tmp-x.parquet"), None);
-        assert_eq!(FileName::parse("t-1-9-3.parquet"), None);
-        assert_eq!(FileName::parse("t-1-2-3.parquet.tmp"), None);
-    }
 
     #[test]
     fn durable_offsets_take_the_highest_per_partition() {

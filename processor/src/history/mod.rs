@@ -8,6 +8,7 @@
 //! loses a row.
 
 pub mod compact;
+pub mod compact_parts;
 pub mod hourly;
 pub mod layout;
 pub mod ledger;
