@@ -42,26 +42,40 @@ pub fn python() -> PathBuf {
     home.join(".cache/gpuledger/venv/bin/python")
 }
 
+/// Runs the project's Python with `args` (a script and its arguments, or
+/// `-c` and code) and returns what it printed. Fails the test, with what
+/// the script wrote to stderr, if it fails.
+pub fn run_python<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> Vec<u8> {
+    let out = Command::new(python())
+        .args(args)
+        .output()
+        .expect("python runs (deploy/local/setup.sh creates it)");
+    assert!(
+        out.status.success(),
+        "python failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// A script of `tests/interop/`.
+pub fn interop_script(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("interop")
+        .join(name)
+}
+
 /// Reads history table `table` under `root` as any Parquet engine would
 /// (`tests/interop/read_table.py`: DuckDB with Hive partitioning, and
 /// pyarrow), and returns what they saw: `duckdb_rows`, `pyarrow_rows`,
 /// `dates`, `pyarrow_has_date`. Fails the test if the script fails.
 pub fn read_with_parquet_engines(root: &std::path::Path, table: &str) -> serde_json::Value {
-    let out = Command::new(python())
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/interop/read_table.py"
-        ))
-        .arg(root)
-        .arg(table)
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "{table}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("read_table.py prints JSON")
+    let out = run_python([
+        interop_script("read_table.py").as_os_str(),
+        root.as_os_str(),
+        table.as_ref(),
+    ]);
+    serde_json::from_slice(&out).expect("read_table.py prints JSON")
 }
 
 /// Fails the test unless a broker answers a metadata request.
@@ -574,20 +588,8 @@ pub fn focus_export(base_url: &str, period: &str, dir: &std::path::Path) -> serd
     std::io::Read::read_to_end(&mut response.into_reader(), &mut parquet).unwrap();
     let file = dir.join(format!("focus-{period}.parquet"));
     std::fs::write(&file, &parquet).unwrap();
-    let out = Command::new(python())
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/interop/read_focus.py"
-        ))
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let read: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = run_python([interop_script("read_focus.py"), file.clone()]);
+    let read: serde_json::Value = serde_json::from_slice(&out).unwrap();
     let types = read["types"].as_object().unwrap();
     for (column, data_type) in FOCUS_MANDATORY {
         assert_eq!(

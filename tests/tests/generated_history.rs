@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use gpuledger_tests::{WorkDir, binary, python, start_query};
+use gpuledger_tests::{WorkDir, binary, interop_script, run_python, start_query};
 
 fn generate(root: &Path) -> serde_json::Value {
     let out = Command::new(binary("gpuledger-processor"))
@@ -92,20 +92,8 @@ fn generated_history_is_deterministic_and_prices_as_its_samples() {
             .into_json()
             .unwrap();
 
-    let out = Command::new(python())
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/interop/generated_energy.py"
-        ))
-        .arg(&a)
-        .output()
-        .expect("python runs (make setup creates it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let raw: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = run_python([interop_script("generated_energy.py"), a.clone()]);
+    let raw: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(raw["samples"], summary["samples"]);
     assert_eq!(raw["rolled_up"], summary["samples"]);
 

@@ -130,21 +130,12 @@ async fn kafka_compaction_keeps_every_row_once() {
     assert!(merged.values().all(|n| *n <= 2), "{merged:?}");
     let after = sql(&base_url, TOTALS).unwrap();
     assert_eq!(after[0], before);
-    let out = std::process::Command::new(gpuledger_tests::python())
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/interop/read_history.py"
-        ))
-        .arg(&history)
-        .arg("samples")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let read: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = gpuledger_tests::run_python([
+        gpuledger_tests::interop_script("read_history.py").as_os_str(),
+        history.as_os_str(),
+        "samples".as_ref(),
+    ]);
+    let read: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(read["duckdb_rows"], 600);
     assert_eq!(read["duckdb_ids"], 600);
     assert_eq!(read["pyarrow_rows"], 600);

@@ -12,8 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use gpuledger_tests::{
-    Service, WorkDir, binary, create_topics, eventually, python, require_broker, simulate, sql,
-    unique_prefix,
+    Service, WorkDir, binary, create_topics, eventually, python, require_broker, run_python,
+    simulate, sql, unique_prefix,
 };
 
 const BUCKET: &str = "gpuledger-history";
@@ -285,29 +285,20 @@ struct Layout {
 }
 
 fn object_layout(s3: &S3Server) -> Layout {
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(
-            [
-                "import sys, collections, pyarrow.fs as fs",
-                "s3 = fs.S3FileSystem(access_key='testing', secret_key='testing', region='us-east-1',",
-                "                     endpoint_override=sys.argv[1], scheme='http')",
-                "infos = s3.get_file_info(fs.FileSelector('gpuledger-history/history', recursive=True))",
-                "files = [i.path for i in infos if i.type == fs.FileType.File]",
-                "groups = collections.Counter((p.rsplit('/', 1)[0], p.rsplit('/', 1)[1].rsplit('-', 2)[0]) for p in files)",
-                "print(len(files), sum(1 for n in groups.values() if n > 1))",
-            ]
-            .join("\n"),
-        )
-        .arg(&s3.endpoint)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let out = run_python([
+        "-c",
+        &[
+            "import sys, collections, pyarrow.fs as fs",
+            S3_CLIENT,
+            "infos = s3.get_file_info(fs.FileSelector('gpuledger-history/history', recursive=True))",
+            "files = [i.path for i in infos if i.type == fs.FileType.File]",
+            "groups = collections.Counter((p.rsplit('/', 1)[0], p.rsplit('/', 1)[1].rsplit('-', 2)[0]) for p in files)",
+            "print(len(files), sum(1 for n in groups.values() if n > 1))",
+        ]
+        .join("\n"),
+        &s3.endpoint,
+    ]);
+    let text = String::from_utf8_lossy(&out);
     let mut numbers = text.split_whitespace().map(|n| n.parse::<u64>().unwrap());
     Layout {
         files: numbers.next().unwrap(),
@@ -315,33 +306,28 @@ fn object_layout(s3: &S3Server) -> Layout {
     }
 }
 
+/// pyarrow's own S3 client, as `s3`, for the endpoint in `sys.argv[1]`.
+const S3_CLIENT: &str = "s3 = fs.S3FileSystem(access_key='testing', secret_key='testing', \
+    region='us-east-1', endpoint_override=sys.argv[1], scheme='http')";
+
 /// Row counts of `samples` and `ledger_events` as pyarrow's own S3 client
 /// reads them, with the `date` partition column.
 fn pyarrow_counts(s3: &S3Server) -> Vec<u64> {
-    let read = Command::new(python())
-        .arg("-c")
-        .arg(
-            [
-                "import sys, pyarrow.dataset as ds, pyarrow.fs as fs",
-                "s3 = fs.S3FileSystem(access_key='testing', secret_key='testing', region='us-east-1',",
-                "                     endpoint_override=sys.argv[1], scheme='http')",
-                "for table in ('samples', 'ledger_events'):",
-                "    d = ds.dataset(f'gpuledger-history/history/{table}', filesystem=s3,",
-                "                   format='parquet', partitioning='hive')",
-                "    assert 'date' in d.schema.names, d.schema",
-                "    print(d.count_rows())",
-            ]
-            .join("\n"),
-        )
-        .arg(&s3.endpoint)
-        .output()
-        .unwrap();
-    assert!(
-        read.status.success(),
-        "{}",
-        String::from_utf8_lossy(&read.stderr)
-    );
-    String::from_utf8_lossy(&read.stdout)
+    let out = run_python([
+        "-c",
+        &[
+            "import sys, pyarrow.dataset as ds, pyarrow.fs as fs",
+            S3_CLIENT,
+            "for table in ('samples', 'ledger_events'):",
+            "    d = ds.dataset(f'gpuledger-history/history/{table}', filesystem=s3,",
+            "                   format='parquet', partitioning='hive')",
+            "    assert 'date' in d.schema.names, d.schema",
+            "    print(d.count_rows())",
+        ]
+        .join("\n"),
+        &s3.endpoint,
+    ]);
+    String::from_utf8_lossy(&out)
         .lines()
         .map(|l| l.parse().unwrap())
         .collect()

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::file::reader::ChunkReader;
 
 use super::layout::{FileName, day_dir};
 use super::sink::writer_properties;
@@ -134,37 +135,54 @@ fn rows_of(path: &Path) -> std::io::Result<u64> {
 
 /// Writes the rows of `files`, in order, as one durable file.
 fn merge(table: &str, files: &[(FileName, PathBuf)], target: &Path) -> std::io::Result<u64> {
-    let mut writer: Option<ArrowWriter<File>> = None;
+    let parts = files.iter().map(|(_, path)| File::open(path));
+    let (file, rows) = merge_into(table, parts, || File::create(target))?;
+    if let Some(file) = file {
+        file.sync_all()?;
+    }
+    Ok(rows)
+}
+
+/// Copies the rows of `parts`, in order, into one Parquet file written to
+/// the sink `open` makes when the first rows arrive (none for no rows);
+/// returns the sink and how many rows it holds.
+pub(super) fn merge_into<R, W>(
+    table: &str,
+    parts: impl IntoIterator<Item = std::io::Result<R>>,
+    open: impl FnOnce() -> std::io::Result<W>,
+) -> std::io::Result<(Option<W>, u64)>
+where
+    R: ChunkReader + 'static,
+    W: std::io::Write + Send,
+{
+    let mut open = Some(open);
+    let mut writer: Option<ArrowWriter<W>> = None;
     let mut rows = 0u64;
-    for (_, path) in files {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path)?)
+    for part in parts {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(part?)
             .map_err(std::io::Error::other)?
             .with_batch_size(65_536)
             .build()
             .map_err(std::io::Error::other)?;
         for batch in reader {
             let batch = batch.map_err(std::io::Error::other)?;
-            if writer.is_none() {
-                writer = Some(
-                    ArrowWriter::try_new(
-                        File::create(target)?,
-                        batch.schema(),
-                        Some(writer_properties(table)),
-                    )
-                    .map_err(std::io::Error::other)?,
-                );
-            }
+            let w = match (writer.as_mut(), open.take()) {
+                (Some(w), _) => w,
+                (None, Some(open)) => writer.insert(
+                    ArrowWriter::try_new(open()?, batch.schema(), Some(writer_properties(table)))
+                        .map_err(std::io::Error::other)?,
+                ),
+                (None, None) => unreachable!("the sink is opened with the first rows"),
+            };
             rows += batch.num_rows() as u64;
-            if let Some(w) = writer.as_mut() {
-                w.write(&batch).map_err(std::io::Error::other)?;
-            }
+            w.write(&batch).map_err(std::io::Error::other)?;
         }
     }
-    if let Some(w) = writer {
-        let file = w.into_inner().map_err(std::io::Error::other)?;
-        file.sync_all()?;
-    }
-    Ok(rows)
+    let sink = match writer {
+        Some(w) => Some(w.into_inner().map_err(std::io::Error::other)?),
+        None => None,
+    };
+    Ok((sink, rows))
 }
 
 /// Swaps two folders atomically (Linux `renameat2` with `RENAME_EXCHANGE`).

@@ -16,12 +16,8 @@
 
 use std::collections::BTreeMap;
 
+use super::compact::{DayCompaction, merge_into};
 use gpuledger_common::history::{FileName, HistoryRoot, covered};
-use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
-use super::compact::DayCompaction;
-use super::sink::writer_properties;
 
 /// The days of `table` strictly before `before` (`YYYY-MM-DD`).
 pub fn closed_days(root: &HistoryRoot, table: &str, before: &str) -> std::io::Result<Vec<String>> {
@@ -76,7 +72,10 @@ pub fn compact_day(root: &HistoryRoot, table: &str, date: &str) -> std::io::Resu
             first_offset: parts[0].first_offset,
             last_offset: parts.iter().map(|n| n.last_offset).max().unwrap_or(0),
         };
-        let (bytes, rows) = merge(root, table, date, &parts)?;
+        let (Some(bytes), rows) = merge(root, table, date, &parts)? else {
+            // Parts without a row: nothing to merge them into.
+            continue;
+        };
         root.put(table, date, &merged.render(), &bytes)?;
         report.rows += rows;
         for part in &parts {
@@ -86,45 +85,19 @@ pub fn compact_day(root: &HistoryRoot, table: &str, date: &str) -> std::io::Resu
     Ok(report)
 }
 
-/// The rows of `parts`, in order, as one Parquet file in memory, and how
-/// many there are.
+/// The rows of `parts`, in order, as one Parquet file in memory (none if
+/// they hold no row), and how many there are.
 fn merge(
     root: &HistoryRoot,
     table: &str,
     date: &str,
     parts: &[FileName],
-) -> std::io::Result<(Vec<u8>, u64)> {
-    let mut writer: Option<ArrowWriter<Vec<u8>>> = None;
-    let mut rows = 0u64;
-    for part in parts {
-        let bytes = bytes::Bytes::from(root.get(table, date, &part.render())?);
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .map_err(std::io::Error::other)?
-            .with_batch_size(65_536)
-            .build()
-            .map_err(std::io::Error::other)?;
-        for batch in reader {
-            let batch = batch.map_err(std::io::Error::other)?;
-            let w = match writer.as_mut() {
-                Some(w) => w,
-                None => writer.insert(
-                    ArrowWriter::try_new(
-                        Vec::new(),
-                        batch.schema(),
-                        Some(writer_properties(table)),
-                    )
-                    .map_err(std::io::Error::other)?,
-                ),
-            };
-            rows += batch.num_rows() as u64;
-            w.write(&batch).map_err(std::io::Error::other)?;
-        }
-    }
-    let bytes = match writer {
-        Some(w) => w.into_inner().map_err(std::io::Error::other)?,
-        None => Vec::new(),
-    };
-    Ok((bytes, rows))
+) -> std::io::Result<(Option<Vec<u8>>, u64)> {
+    let bytes = parts.iter().map(|part| {
+        root.get(table, date, &part.render())
+            .map(bytes::Bytes::from)
+    });
+    merge_into(table, bytes, || Ok(Vec::new()))
 }
 
 #[cfg(test)]
@@ -133,6 +106,8 @@ mod tests {
 
     use arrow::array::{Int64Array, RecordBatch};
     use arrow::datatypes::{DataType, Field, Schema};
+    use parquet::arrow::ArrowWriter;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
     use super::*;
 

@@ -305,46 +305,13 @@ fn mul_small(a: i128, b: i128, c: i128, d: i128) -> Option<Rational> {
     (numer != i128::MIN).then_some(Rational(Repr::Small(numer, denom)))
 }
 
-/// Greatest common divisor (binary); `gcd(0, b) = b`.
+/// Greatest common divisor; `gcd(0, b) = b`. In 64 bits when both fit,
+/// which is twice as fast and almost always the case.
 fn gcd(a: u128, b: u128) -> u128 {
-    if a == 0 || b == 0 {
-        return a | b;
-    }
     if (a | b) >> 64 == 0 {
-        return u128::from(gcd64(a as u64, b as u64));
-    }
-    let shift = (a | b).trailing_zeros();
-    let (mut a, mut b) = (a >> a.trailing_zeros(), b);
-    loop {
-        b >>= b.trailing_zeros();
-        if a > b {
-            std::mem::swap(&mut a, &mut b);
-        }
-        b -= a;
-        if b == 0 {
-            return a << shift;
-        }
-        if (a | b) >> 64 == 0 {
-            return u128::from(gcd64(a as u64, b as u64)) << shift;
-        }
-    }
-}
-
-fn gcd64(a: u64, b: u64) -> u64 {
-    if a == 0 || b == 0 {
-        return a | b;
-    }
-    let shift = (a | b).trailing_zeros();
-    let (mut a, mut b) = (a >> a.trailing_zeros(), b);
-    loop {
-        b >>= b.trailing_zeros();
-        if a > b {
-            std::mem::swap(&mut a, &mut b);
-        }
-        b -= a;
-        if b == 0 {
-            return a << shift;
-        }
+        u128::from((a as u64).gcd(&(b as u64)))
+    } else {
+        a.gcd(&b)
     }
 }
 
