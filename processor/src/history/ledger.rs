@@ -118,7 +118,7 @@ impl LedgerHistory {
         offset: i64,
         event: &Event,
         decisions: &[Arc<Event>],
-        segments: &[Segment],
+        segments: &[Arc<Segment>],
     ) -> Result<()> {
         if !self.wants(partition, offset) {
             return Ok(());
@@ -157,7 +157,7 @@ impl LedgerHistory {
             add(table, json, &raw);
         }
         for s in segments {
-            let row = serde_json::to_value(s).map_err(|e| Error::History(e.to_string()))?;
+            let row = serde_json::to_value(&**s).map_err(|e| Error::History(e.to_string()))?;
             let raw = row.to_string();
             add(allocations::TABLE, row, &raw);
         }

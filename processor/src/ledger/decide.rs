@@ -33,7 +33,7 @@ impl Cause {
 pub(crate) struct Decisions<'a> {
     cause: &'a Cause,
     out: Vec<Arc<Event>>,
-    segments: Vec<Segment>,
+    segments: Vec<Arc<Segment>>,
     now: Timestamp,
 }
 
@@ -58,14 +58,14 @@ impl<'a> Decisions<'a> {
     }
 
     /// The decisions, and the billing segment rows opened or closed.
-    pub(crate) fn finish(self) -> (Vec<Arc<Event>>, Vec<Segment>) {
+    pub(crate) fn finish(self) -> (Vec<Arc<Event>>, Vec<Arc<Segment>>) {
         (self.out, self.segments)
     }
 
     /// A billing segment row: opened, or closed.
     pub(crate) fn segment(&mut self, row: Segment) {
         self.segments.reserve_exact(1);
-        self.segments.push(row);
+        self.segments.push(Arc::new(row));
     }
 
     fn push(&mut self, what: &str, body: impl Into<gpuledger_schemas::EventBody>) {
@@ -290,7 +290,7 @@ impl<'a> Decisions<'a> {
     }
 
     /// The billing segment rows so far.
-    pub(crate) fn segments(&self) -> &[Segment] {
+    pub(crate) fn segments(&self) -> &[Arc<Segment>] {
         &self.segments
     }
 

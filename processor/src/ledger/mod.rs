@@ -63,7 +63,7 @@ pub enum Outcome {
         warnings: Vec<String>,
         /// Billing segment rows for `allocations`: opened (no `end`) or
         /// closed.
-        segments: Vec<Segment>,
+        segments: Vec<Arc<Segment>>,
     },
     /// Its `event_id` was applied before; nothing changes.
     Duplicate,
@@ -73,7 +73,7 @@ pub enum Outcome {
 }
 
 /// What an applied event produced: decisions, warnings, billing segments.
-type AppliedParts = (Vec<Arc<Event>>, Vec<String>, Vec<Segment>);
+type AppliedParts = (Vec<Arc<Event>>, Vec<String>, Vec<Arc<Segment>>);
 
 /// How long an admission holds its GE if the attempt never starts.
 pub const DEFAULT_HOLD_TTL_MICROS: i64 = 15 * 60 * 1_000_000;
@@ -429,7 +429,7 @@ impl Ledger {
             }
         }
         for s in out.segments() {
-            billing.segment(s.clone());
+            billing.segment(Arc::clone(s));
         }
         watches::revise(
             &mut self.budget_watch,

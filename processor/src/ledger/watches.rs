@@ -4,6 +4,7 @@
 //! could have been reached.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -223,7 +224,7 @@ fn no_limit() -> Timestamp {
 pub(crate) fn revise<'e>(
     watches: &mut Watches,
     events: impl Iterator<Item = &'e Event>,
-    segments: &[Segment],
+    segments: &[Arc<Segment>],
     now: Timestamp,
 ) {
     if watches.is_empty() {

@@ -312,7 +312,8 @@ impl Facts {
 
     /// Takes in one row of `allocations`. A closed row replaces the open
     /// row of the same segment; an open row never replaces a closed one.
-    pub fn segment(&mut self, segment: Segment) {
+    pub fn segment(&mut self, segment: impl Into<std::sync::Arc<Segment>>) {
+        let segment = segment.into();
         let pool = match self.pools.get_mut(&segment.pool) {
             Some(pool) => pool,
             None => self.pools.entry(segment.pool.clone()).or_default(),

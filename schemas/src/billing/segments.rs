@@ -7,7 +7,7 @@
 //! last price together with the generation and span it was worked out for.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -43,12 +43,13 @@ struct Memo {
 /// One segment and its last price.
 #[derive(Debug)]
 pub(super) struct Row {
-    pub(super) segment: Segment,
+    /// Shared with whoever reported it (the ledger's outcome).
+    pub(super) segment: Arc<Segment>,
     memo: Mutex<Option<Memo>>,
 }
 
 impl Row {
-    fn new(segment: Segment) -> Self {
+    fn new(segment: Arc<Segment>) -> Self {
         Self {
             segment,
             memo: Mutex::new(None),
@@ -102,7 +103,7 @@ pub(super) struct Segments(BTreeMap<SegmentKey, Row>);
 impl Segments {
     /// Takes in one row of `allocations`. A closed row replaces the open
     /// row of the same segment; an open row never replaces a closed one.
-    pub(super) fn insert(&mut self, segment: Segment) {
+    pub(super) fn insert(&mut self, segment: Arc<Segment>) {
         let key = key_of(&segment);
         match self.0.get(&key) {
             Some(known) if known.segment.end.is_some() && segment.end.is_none() => {}
@@ -119,7 +120,7 @@ impl Segments {
 
     /// Every segment, in key order.
     pub(super) fn values(&self) -> impl Iterator<Item = &Segment> {
-        self.0.values().map(|row| &row.segment)
+        self.0.values().map(|row| &*row.segment)
     }
 
     /// Every segment with its last price, in key order.
@@ -145,7 +146,7 @@ impl<'de> Deserialize<'de> for Segments {
         Ok(Self(
             Vec::<Segment>::deserialize(d)?
                 .into_iter()
-                .map(|s| (key_of(&s), Row::new(s)))
+                .map(|s| (key_of(&s), Row::new(Arc::new(s))))
                 .collect(),
         ))
     }
