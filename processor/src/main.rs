@@ -14,7 +14,7 @@ use gpuledger_processor::api::k8s::K8sMapping;
 use gpuledger_processor::api::{self, ApiState, waiters};
 use gpuledger_processor::burst_hook::{BurstHook, BurstHookConfig};
 use gpuledger_processor::generate;
-use gpuledger_processor::history::{compact, compact_parts};
+use gpuledger_processor::history::compact;
 use gpuledger_processor::ledger::LedgerConfig;
 use gpuledger_processor::ledger_worker::{self, LedgerWorkerConfig};
 use gpuledger_processor::replay::{self, ReplayConfig};
@@ -235,6 +235,11 @@ struct RunArgs {
     #[arg(long, env = "GPULEDGER_CLOCK_INTERVAL_S", default_value_t = 60)]
     clock_interval_s: u64,
 
+    /// Compact the history's closed days (before today, UTC) this often
+    /// (seconds), as `compact` does; 0 leaves it to `compact` (a CronJob).
+    #[arg(long, env = "GPULEDGER_COMPACT_INTERVAL_S", default_value_t = 0)]
+    compact_interval_s: u64,
+
     /// Folder for ledger snapshots (a restart replays only what follows them).
     #[arg(long, env = "GPULEDGER_STATE_DIR", default_value = "var/state")]
     state_dir: std::path::PathBuf,
@@ -322,24 +327,12 @@ async fn main() -> anyhow::Result<()> {
             };
             let root = args.history.open().map_err(anyhow::Error::msg)?;
             let mut out = std::io::stdout().lock();
-            for table in &tables {
-                // A local day is swapped in one rename; an object store's
-                // merged file covers its parts until they are removed.
-                let days = match root.local() {
-                    Some(local) => compact::closed_days(local, table, &before)?,
-                    None => compact_parts::closed_days(&root, table, &before)?,
-                };
-                for date in days {
-                    let done = match root.local() {
-                        Some(local) => compact::compact_day(local, table, &date)?,
-                        None => compact_parts::compact_day(&root, table, &date)?,
-                    };
-                    writeln!(
-                        out,
-                        "{table} {date}: {} files -> {} ({} rows)",
-                        done.files_before, done.files_after, done.rows
-                    )?;
-                }
+            for done in compact::compact_closed(&root, &tables, &before)? {
+                writeln!(
+                    out,
+                    "{} {}: {} files -> {} ({} rows)",
+                    done.table, done.date, done.files_before, done.files_after, done.rows
+                )?;
             }
         }
         Command::Generate(args) => {
@@ -390,6 +383,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Run(args) => {
             let history = args.history.open().map_err(anyhow::Error::msg)?;
+            let history_for_compaction = history.clone();
             let mut ledger = LedgerWorkerConfig {
                 kafka: args.kafka.clone(),
                 group_id: format!("{}-ledger", args.group_id),
@@ -475,6 +469,14 @@ async fn main() -> anyhow::Result<()> {
                 shutdown.clone(),
             );
             tasks.spawn(async move { waiters::listen(&kafka, waiters, s).await });
+            if args.compact_interval_s > 0 {
+                let (root, s) = (history_for_compaction, shutdown.clone());
+                let every = Duration::from_secs(args.compact_interval_s);
+                tasks.spawn(async move {
+                    compact::run_every(root, every, s).await;
+                    Ok(())
+                });
+            }
             let mut s = shutdown.clone();
             tasks.spawn(async move {
                 axum::serve(listener, api::router(api_state))

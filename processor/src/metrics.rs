@@ -45,6 +45,14 @@ pub static HISTORY_FILES_WRITTEN: Counter = Counter::new(
     "gpuledger_history_files_written_total",
     "Parquet history files written.",
 );
+pub static HISTORY_FILES_COMPACTED: Counter = Counter::new(
+    "gpuledger_history_files_compacted_total",
+    "History files merged away by the background compaction.",
+);
+pub static COMPACTION_FAILURES: Counter = Counter::new(
+    "gpuledger_compaction_failures_total",
+    "Background compaction rounds that failed (the next round tries again).",
+);
 pub static TELEMETRY_DEAD_LETTERS: Counter = Counter::new(
     "gpuledger_telemetry_dead_letters_total",
     "Telemetry records sent to the DLQ.",
@@ -118,6 +126,8 @@ pub fn all() -> Vec<Metric> {
         &TELEMETRY_RECORDS_POLLED,
         &SAMPLES_WRITTEN,
         &HISTORY_FILES_WRITTEN,
+        &HISTORY_FILES_COMPACTED,
+        &COMPACTION_FAILURES,
         &TELEMETRY_DEAD_LETTERS,
         &API_REQUESTS_REFUSED,
         &BURST_HOOK_DELIVERED,

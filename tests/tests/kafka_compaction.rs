@@ -2,7 +2,8 @@
 //! rolls a file every 50 rows here) become one per day and partition.
 //! Counts and sums are the same before and after, through the query service
 //! and DuckDB, and a query running over and over during compaction never
-//! counts a row twice.
+//! counts a row twice. The processor can also compact in the background
+//! (`run --compact-interval-s`) while its writers add to the same days.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,6 +14,29 @@ use gpuledger_tests::{
     WorkDir, create_topics, eventually, require_broker, run_to_end, sql, start_processor,
     start_query, unique_prefix,
 };
+
+/// The simulated fleet both tests stream: 3 nodes × 2 GPUs × 40 ticks =
+/// 600 samples over the midnight between two closed days.
+fn simulate_fleet(bootstrap: &str, prefix: &str) {
+    run_to_end(
+        "gpuledger-collector",
+        &[
+            "simulate",
+            "--kafka-bootstrap",
+            bootstrap,
+            "--topic-prefix",
+            prefix,
+            "--nodes",
+            "3",
+            "--gpus-per-node",
+            "2",
+            "--ticks",
+            "40",
+            "--start",
+            "2026-11-03T23:55:00Z",
+        ],
+    );
+}
 
 const TOTALS: &str = "SELECT count(*) AS n, count(DISTINCT concat(source, ':', CAST(seq AS VARCHAR))) AS ids, \
      sum(mem_used_bytes) AS mem, sum(energy_mj) AS energy FROM samples";
@@ -57,24 +81,7 @@ async fn kafka_compaction_keeps_every_row_once() {
     );
     let (mut query, base_url, _postgres) =
         start_query(&history, &[], &work.path().join("query.log"));
-    run_to_end(
-        "gpuledger-collector",
-        &[
-            "simulate",
-            "--kafka-bootstrap",
-            &bootstrap,
-            "--topic-prefix",
-            &prefix,
-            "--nodes",
-            "3",
-            "--gpus-per-node",
-            "2",
-            "--ticks",
-            "40",
-            "--start",
-            "2026-11-03T23:55:00Z",
-        ],
-    );
+    simulate_fleet(&bootstrap, &prefix);
     let before = eventually("600 samples in history", Duration::from_secs(90), || {
         let rows = sql(&base_url, TOTALS).ok()?;
         (rows[0]["n"] == 600).then(|| rows[0].clone())
@@ -151,5 +158,64 @@ async fn kafka_compaction_keeps_every_row_once() {
         ],
     );
     assert_eq!(files(&history), merged, "{again}");
+    query.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_background_compaction_merges_closed_days_while_they_are_written() {
+    let bootstrap = require_broker();
+    let prefix = unique_prefix("bgcompact");
+    create_topics(&bootstrap, &prefix, 2).await;
+    let work = WorkDir::new("background-compaction");
+    let history = work.path().join("history");
+    let mut processor = start_processor(
+        &bootstrap,
+        &prefix,
+        work.path(),
+        &[
+            "--clock-interval-s",
+            "0",
+            "--flush-rows",
+            "50",
+            "--flush-interval-ms",
+            "200",
+            "--compact-interval-s",
+            "1",
+        ],
+        "processor.log",
+    );
+    let api = processor.wait_for_line("control API listening on ", Duration::from_secs(120));
+    let (mut query, base_url, _postgres) =
+        start_query(&history, &[], &work.path().join("query.log"));
+    simulate_fleet(&bootstrap, &prefix);
+
+    // Every sample once, and the days (closed: before today) merged to a
+    // file per partition, by the processor itself.
+    eventually(
+        "600 samples in a compacted history",
+        Duration::from_secs(120),
+        || {
+            let rows = sql(&base_url, TOTALS).ok()?;
+            let per_day = files(&history);
+            (rows[0]["n"] == 600 && rows[0]["ids"] == 600 && per_day.values().all(|n| *n <= 2))
+                .then_some(())
+        },
+    );
+    let metrics = ureq::get(&format!("{api}/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    let compacted = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("gpuledger_history_files_compacted_total "))
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .unwrap_or_default();
+    assert!(compacted > 0, "{metrics}");
+    assert!(
+        metrics.contains("gpuledger_compaction_failures_total 0"),
+        "{metrics}"
+    );
+    processor.kill();
     query.kill();
 }

@@ -20,6 +20,10 @@ use std::ffi::CString;
 use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gpuledger_common::history::HistoryRoot;
+use gpuledger_common::shutdown::Shutdown;
 
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -27,6 +31,7 @@ use parquet::file::reader::ChunkReader;
 
 use super::layout::{FileName, day_dir};
 use super::sink::writer_properties;
+use crate::metrics;
 
 /// What compacting one day did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -57,6 +62,76 @@ pub fn closed_days(root: &Path, table: &str, before: &str) -> std::io::Result<Ve
     }
     days.sort();
     Ok(days)
+}
+
+/// Compacts every day of `tables` before `before` (`YYYY-MM-DD`) under
+/// `root`: a local day is swapped in one rename; on an object store the
+/// merged files cover their parts until these are removed
+/// ([`compact_parts`](super::compact_parts)). Days with nothing to merge
+/// are reported unchanged.
+pub fn compact_closed(
+    root: &HistoryRoot,
+    tables: &[String],
+    before: &str,
+) -> std::io::Result<Vec<DayCompaction>> {
+    let mut done = Vec::new();
+    for table in tables {
+        let days = match root.local() {
+            Some(local) => closed_days(local, table, before)?,
+            None => super::compact_parts::closed_days(root, table, before)?,
+        };
+        for date in days {
+            done.push(match root.local() {
+                Some(local) => compact_day(local, table, &date)?,
+                None => super::compact_parts::compact_day(root, table, &date)?,
+            });
+        }
+    }
+    Ok(done)
+}
+
+/// Compacts the closed days of every history table every `interval` (days
+/// before today, UTC), until shutdown: `run --compact-interval-s`. A round
+/// that fails is logged and counted, and the next round tries again.
+pub async fn run_every(root: HistoryRoot, interval: Duration, mut shutdown: Shutdown) {
+    let tables: Vec<String> = gpuledger_schemas::tables::all()
+        .into_iter()
+        .map(|(t, _)| t.to_owned())
+        .collect();
+    loop {
+        tokio::select! {
+            () = shutdown.wait() => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+        let (root, tables) = (root.clone(), tables.clone());
+        let before = gpuledger_schemas::Timestamp::now().date_string();
+        let round =
+            tokio::task::spawn_blocking(move || compact_closed(&root, &tables, &before)).await;
+        match round {
+            Ok(Ok(days)) => {
+                for day in days.iter().filter(|d| d.files_after < d.files_before) {
+                    metrics::HISTORY_FILES_COMPACTED
+                        .add((day.files_before - day.files_after) as u64);
+                    tracing::info!(
+                        table = %day.table,
+                        date = %day.date,
+                        files_before = day.files_before,
+                        files_after = day.files_after,
+                        rows = day.rows,
+                        "compacted a closed day"
+                    );
+                }
+            }
+            Ok(Err(e)) => {
+                metrics::COMPACTION_FAILURES.inc();
+                tracing::error!(error = %e, "history compaction failed; the next round tries again");
+            }
+            Err(e) => {
+                metrics::COMPACTION_FAILURES.inc();
+                tracing::error!(error = %e, "history compaction stopped; the next round tries again");
+            }
+        }
+    }
 }
 
 /// Compacts one day of one table.
