@@ -11,19 +11,19 @@ use gpuledger_schemas::{Envelope, Event, Timestamp};
 use super::{Ge, Position};
 
 /// The event being applied: what every decision it causes points back to.
-#[derive(Debug, Clone)]
-pub(crate) struct Cause {
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cause<'e> {
     position: Position,
-    event_id: String,
-    cluster: String,
+    event_id: &'e str,
+    cluster: &'e str,
 }
 
-impl Cause {
-    pub(crate) fn new(position: Position, event: &Event) -> Self {
+impl<'e> Cause<'e> {
+    pub(crate) fn new(position: Position, event: &'e Event) -> Self {
         Self {
             position,
-            event_id: event.envelope.event_id.clone(),
-            cluster: event.envelope.cluster.clone(),
+            event_id: &event.envelope.event_id,
+            cluster: &event.envelope.cluster,
         }
     }
 }
@@ -31,7 +31,7 @@ impl Cause {
 /// The decisions one applied event produces, in order.
 #[derive(Debug)]
 pub(crate) struct Decisions<'a> {
-    cause: &'a Cause,
+    cause: &'a Cause<'a>,
     out: Vec<Arc<Event>>,
     segments: Vec<Arc<Segment>>,
     now: Timestamp,
@@ -43,7 +43,7 @@ fn ge_text(ge: &Ge) -> gpuledger_schemas::Rational {
 }
 
 impl<'a> Decisions<'a> {
-    pub(crate) fn new(cause: &'a Cause) -> Self {
+    pub(crate) fn new(cause: &'a Cause<'a>) -> Self {
         Self {
             cause,
             out: Vec::new(),
@@ -74,7 +74,7 @@ impl<'a> Decisions<'a> {
             event_id: format!("{}/{n}/{what}", self.cause.event_id),
             event_time: self.now,
             source: "gpuledger-processor".to_owned(),
-            cluster: self.cause.cluster.clone(),
+            cluster: self.cause.cluster.to_owned(),
         };
         // Most events decide once or not at all: no room for four.
         self.out.reserve_exact(1);
@@ -90,7 +90,7 @@ impl<'a> Decisions<'a> {
     }
 
     pub(crate) fn cause_id(&self) -> String {
-        self.cause.event_id.clone()
+        self.cause.event_id.to_owned()
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -292,7 +292,7 @@ impl Ledger {
     /// tests check that promise on every rejection.
     fn apply_in_place(
         &mut self,
-        cause: &Cause,
+        cause: &Cause<'_>,
         event: &Event,
         records: &mut Records,
     ) -> Result<AppliedParts, String> {
@@ -319,7 +319,7 @@ impl Ledger {
     /// closing.
     fn apply_on_copy(
         &mut self,
-        cause: &Cause,
+        cause: &Cause<'_>,
         event: &Event,
         records: &mut Records,
     ) -> Result<AppliedParts, String> {
@@ -334,7 +334,7 @@ impl Ledger {
 
     fn apply_inner(
         &mut self,
-        cause: &Cause,
+        cause: &Cause<'_>,
         event: &Event,
         records: &mut Records,
     ) -> Result<AppliedParts, String> {
