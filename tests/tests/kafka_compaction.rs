@@ -190,28 +190,30 @@ async fn kafka_background_compaction_merges_closed_days_while_they_are_written()
     simulate_fleet(&bootstrap, &prefix);
 
     // Every sample once, and the days (closed: before today) merged to a
-    // file per partition, by the processor itself.
-    eventually(
-        "600 samples in a compacted history",
+    // file per partition, by the processor itself. The counter is bumped
+    // when a round has gone over every table, a moment after the files.
+    let metrics = eventually(
+        "600 samples in a compacted history, counted",
         Duration::from_secs(120),
         || {
             let rows = sql(&base_url, TOTALS).ok()?;
             let per_day = files(&history);
-            (rows[0]["n"] == 600 && rows[0]["ids"] == 600 && per_day.values().all(|n| *n <= 2))
-                .then_some(())
+            if rows[0]["n"] != 600 || rows[0]["ids"] != 600 || per_day.values().any(|n| *n > 2) {
+                return None;
+            }
+            let metrics = ureq::get(&format!("{api}/metrics"))
+                .call()
+                .ok()?
+                .into_string()
+                .ok()?;
+            let compacted = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix("gpuledger_history_files_compacted_total "))
+                .and_then(|n| n.trim().parse::<u64>().ok())
+                .unwrap_or_default();
+            (compacted > 0).then_some(metrics)
         },
     );
-    let metrics = ureq::get(&format!("{api}/metrics"))
-        .call()
-        .unwrap()
-        .into_string()
-        .unwrap();
-    let compacted = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("gpuledger_history_files_compacted_total "))
-        .and_then(|n| n.trim().parse::<u64>().ok())
-        .unwrap_or_default();
-    assert!(compacted > 0, "{metrics}");
     assert!(
         metrics.contains("gpuledger_compaction_failures_total 0"),
         "{metrics}"
