@@ -24,11 +24,7 @@ fn attributor() -> Attributor {
         r#"{"namespaces":{"ml-vision":"team-vision"},"slurm_accounts":{"vision":"team-vision"},"users":{"bob":"team-llm"}}"#,
     )
     .unwrap();
-    Attributor::new(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/proc"),
-        map,
-        Some(Box::new(OnePod)),
-    )
+    Attributor::new(fixture_proc(), map, Some(Box::new(OnePod)))
 }
 
 fn some(job: &str, tenant: Option<&str>) -> Attribution {
@@ -63,11 +59,7 @@ fn recorded_processes_are_attributed() {
 
 #[test]
 fn a_pod_without_a_known_namespace_has_a_job_but_no_tenant() {
-    let a = Attributor::new(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/proc"),
-        TenantMap::default(),
-        None,
-    );
+    let a = Attributor::new(fixture_proc(), TenantMap::default(), None);
     assert_eq!(
         a.attribute(101),
         pod("pod-8f2b1c3d-4e5f-4a6b-9c7d-0e1f2a3b4c5d", None)
@@ -83,11 +75,7 @@ fn the_kubelets_pod_log_folders_name_a_pods_namespace() {
     std::fs::create_dir_all(logs.join("not-a-pod-folder")).unwrap();
     let map: TenantMap =
         serde_json::from_str(r#"{"namespaces":{"ml-vision":"team-vision"}}"#).unwrap();
-    let a = Attributor::new(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/proc"),
-        map,
-        Some(Box::new(PodLogs::new(&logs))),
-    );
+    let a = Attributor::new(fixture_proc(), map, Some(Box::new(PodLogs::new(&logs))));
     assert_eq!(
         a.attribute(101),
         pod("ml-vision/train-0", Some("team-vision"))
@@ -114,4 +102,14 @@ fn unknown_keys_in_the_tenant_map_are_refused() {
         err.to_string().contains("unknown field `namespace`"),
         "{err}"
     );
+}
+
+/// The recorded `/proc` the attribution tests read. The folder is looked up
+/// when the test runs (cargo sets `CARGO_MANIFEST_DIR` for it), so a build
+/// cached in one checkout still finds the fixtures of the one running it.
+fn fixture_proc() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
+        .join("tests/fixtures/proc")
 }

@@ -106,7 +106,8 @@ pub fn live_decisions_equal_a_replay(
 /// `close`, `month`, `sim-args`) for cluster `cluster`, as NDJSON lines (or
 /// the simulator's settings, one per line).
 pub fn demo_month(phase: &str, cluster: &str) -> String {
-    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let repo = crate::repo_root();
+    let repo = repo.display();
     let output = Command::new("python3")
         .arg(format!("{repo}/deploy/local/demo_month.py"))
         .arg(phase)

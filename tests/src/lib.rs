@@ -22,6 +22,26 @@ pub use ledger::{
     wait_for_month_end,
 };
 
+/// This crate's folder (`tests/`), read when the test runs: cargo sets
+/// `CARGO_MANIFEST_DIR` for the tests it runs. The compile-time value is
+/// only a fallback, since a build cached in one checkout may be run from
+/// another.
+pub fn tests_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
+/// The repository's root.
+pub fn repo_root() -> PathBuf {
+    tests_dir().join("..")
+}
+
+/// The published examples of DESIGN §12 (`../shared/examples`).
+pub fn shared_examples() -> PathBuf {
+    repo_root().join("../shared/examples")
+}
+
 /// The broker tests run against: `GPULEDGER_KAFKA_BOOTSTRAP`, or the local one.
 pub fn bootstrap() -> String {
     std::env::var("GPULEDGER_KAFKA_BOOTSTRAP").unwrap_or_else(|_| {
@@ -60,9 +80,7 @@ pub fn run_python<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) 
 
 /// A script of `tests/interop/`.
 pub fn interop_script(name: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("interop")
-        .join(name)
+    tests_dir().join("interop").join(name)
 }
 
 /// Reads history table `table` under `root` as any Parquet engine would

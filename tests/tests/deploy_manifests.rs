@@ -11,7 +11,7 @@ use std::process::Command;
 fn deploy_manifests_chart_units_and_rules_validate() {
     let bins = gpuledger_tests::binary("gpuledger-processor");
     let bins = bins.parent().unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/validate.sh");
+    let script = gpuledger_tests::tests_dir().join("deploy/validate.sh");
     let out = Command::new("bash")
         .arg(script)
         .env("GPULEDGER_BIN_DIR", bins)

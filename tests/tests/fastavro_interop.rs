@@ -3,7 +3,6 @@
 //! fastavro wrote. Needs the project's Python environment (`make test`
 //! creates it); set `GPULEDGER_PYTHON` to use another interpreter.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use gpuledger_schemas::Codec;
@@ -12,7 +11,7 @@ use gpuledger_tests::python;
 
 #[test]
 fn fastavro_reads_our_bytes_and_we_read_fastavros() {
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let repo = gpuledger_tests::repo_root();
     let python = python();
     assert!(
         python.exists(),

@@ -45,10 +45,10 @@ fn post_until_accepted(api: &str, body: &str) {
 }
 
 fn broker(action: &str) {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/local/kafka.sh");
+    let script = gpuledger_tests::repo_root().join("deploy/local/kafka.sh");
     let status = Command::new(script)
         .arg(action)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .current_dir(gpuledger_tests::repo_root())
         .status()
         .unwrap();
     assert!(status.success(), "kafka.sh {action} failed");

@@ -23,7 +23,8 @@ async fn kafka_the_demo_month_prices_the_same_live_and_offline() {
     let prefix = unique_prefix("demostmt");
     create_topics(&bootstrap, &prefix, 4).await;
     let work = WorkDir::new("demo-statement");
-    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let repo = gpuledger_tests::repo_root();
+    let repo = repo.display();
     let cluster = "demo-test";
 
     // Offline: the whole month as one ledger file.
@@ -201,7 +202,8 @@ struct Demo {
 
 impl Demo {
     fn start(prefix: &str, work: &WorkDir) -> Demo {
-        let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let repo = gpuledger_tests::repo_root();
+        let repo = repo.display();
         // The binaries the tests run: <target>/debug/…
         let target = binary("gpuledger-processor")
             .parent()

@@ -216,7 +216,7 @@ async fn kafka_a_team_lead_reads_only_its_tenant() {
         &["--api-token", &query_tokens],
         &work.path().join("query.log"),
     );
-    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/examples");
+    let examples = gpuledger_tests::shared_examples();
     let ledger = std::fs::read_to_string(examples.join("mig-quota-basics.ndjson")).unwrap();
     let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), &ledger);
     assert_eq!(status, 200, "{body}");
@@ -321,7 +321,7 @@ async fn kafka_a_team_lead_reads_only_its_tenant() {
 /// psycopg, logging in with `token`: per query, its rows or its error.
 fn pg_as(postgres: &str, token: &str, queries: &[(&str, serde_json::Value)]) -> serde_json::Value {
     let (host, port) = postgres.rsplit_once(':').unwrap();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/pg_client.py");
+    let script = gpuledger_tests::interop_script("pg_client.py");
     let input: Vec<serde_json::Value> = queries
         .iter()
         .map(|(sql, params)| serde_json::json!({"sql": sql, "params": params}))

@@ -13,11 +13,8 @@ use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 fn example(name: &str) -> String {
-    let path = format!(
-        "{}/../../shared/examples/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    let path = gpuledger_tests::shared_examples().join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn processor(bootstrap: &str, prefix: &str, work: &WorkDir, log: &str) -> Service {

@@ -22,9 +22,7 @@ async fn statement_of(file: &str) -> (serde_json::Value, String) {
         work: _work,
         ..
     } = LedgerStack::start(name, 2, ADMIN).await;
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scenarios")
-        .join(file);
+    let path = gpuledger_tests::tests_dir().join("scenarios").join(file);
     let ledger = std::fs::read_to_string(&path).unwrap();
     let events = ledger.lines().count();
     let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), &ledger);

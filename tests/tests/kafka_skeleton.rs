@@ -201,7 +201,8 @@ async fn kafka_skeleton_samples_travel_from_collector_to_sql() {
     // And as a client that knows only the .avsc files: confluent-kafka reads
     // every record, fastavro decodes it by its fingerprint.
     let python = gpuledger_tests::python();
-    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let repo = gpuledger_tests::repo_root();
+    let repo = repo.display();
     let out = Command::new(&python)
         .arg(format!("{repo}/tests/interop/consume_telemetry.py"))
         .args([

@@ -16,7 +16,8 @@ fn hook(
     map: &std::path::Path,
     extra: &[(&str, &str)],
 ) {
-    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let repo = gpuledger_tests::repo_root();
+    let repo = repo.display();
     let status = Command::new("bash")
         .arg(format!("{repo}/deploy/slurm/{script}"))
         .env_clear()

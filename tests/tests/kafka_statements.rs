@@ -13,7 +13,7 @@ use gpuledger_tests::{
 const ADMIN: &str = "admin-secret-statements";
 
 fn examples() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/examples")
+    gpuledger_tests::shared_examples()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

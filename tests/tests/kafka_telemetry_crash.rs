@@ -110,10 +110,7 @@ async fn kafka_telemetry_history_survives_ten_kills() {
     // with the `date` partition column from the folder names.
     let python = gpuledger_tests::python();
     let out = std::process::Command::new(&python)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/interop/read_history.py"
-        ))
+        .arg(gpuledger_tests::interop_script("read_history.py"))
         .args([&history, "samples"])
         .output()
         .unwrap_or_else(|e| panic!("{} runs (make setup creates it): {e}", python.display()));

@@ -59,7 +59,8 @@ fn query_answers_in_every_format_and_keeps_its_limits() {
     let parquet_path = work.path().join("answer.parquet");
     std::fs::write(&arrow_path, arrow).unwrap();
     std::fs::write(&parquet_path, parquet).unwrap();
-    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let repo = gpuledger_tests::repo_root();
+    let repo = repo.display();
     let python = python();
     let out = Command::new(&python)
         .arg(format!("{repo}/tests/interop/read_results.py"))

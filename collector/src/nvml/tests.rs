@@ -188,11 +188,7 @@ fn recorded_attributor() -> Attributor {
         r#"{"slurm_accounts":{"vision":"team-vision"},"users":{"bob":"team-llm"}}"#,
     )
     .unwrap();
-    Attributor::new(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/proc"),
-        map,
-        None,
-    )
+    Attributor::new(fixture_proc(), map, None)
 }
 
 fn running(pids: &[u32]) -> Vec<ProcessReading> {
@@ -314,4 +310,14 @@ fn a_mig_device_changing_hands_is_released_then_assigned() {
             ),
         ]
     );
+}
+
+/// The recorded `/proc` the attribution tests read. The folder is looked up
+/// when the test runs (cargo sets `CARGO_MANIFEST_DIR` for it), so a build
+/// cached in one checkout still finds the fixtures of the one running it.
+fn fixture_proc() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
+        .join("tests/fixtures/proc")
 }

@@ -49,7 +49,7 @@ pub(super) fn rejections(outcomes: &[Outcome]) -> Vec<String> {
 
 #[test]
 fn the_worked_example_gives_the_published_decisions() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/examples");
+    let dir = shared_examples();
     let ledger_text = std::fs::read_to_string(format!("{dir}/mig-quota-basics.ndjson"))
         .expect("the shared example");
     let expected: serde_json::Value = serde_json::from_str(
@@ -631,4 +631,13 @@ proptest! {
             prop_assert_eq!(pool.holds.total(), &all);
         }
     }
+}
+
+/// The published examples of DESIGN §12, looked up when the test runs
+/// (cargo sets `CARGO_MANIFEST_DIR` for it), so a build cached in one
+/// checkout still reads the examples beside the one running it.
+pub(super) fn shared_examples() -> String {
+    let crate_dir = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+    format!("{crate_dir}/../../shared/examples")
 }

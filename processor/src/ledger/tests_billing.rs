@@ -18,7 +18,7 @@ fn facts_of(lines: &[String]) -> (gpuledger_schemas::billing::Facts, Timestamp) 
 
 #[test]
 fn the_worked_example_gives_the_published_statement() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/examples");
+    let dir = super::tests::shared_examples();
     let lines: Vec<String> = std::fs::read_to_string(format!("{dir}/mig-quota-basics.ndjson"))
         .unwrap()
         .lines()
