@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
@@ -14,6 +14,26 @@ use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::prelude::SessionContext;
 use gpuledger_common::history::HistoryRoot;
 use gpuledger_schemas::tables;
+
+/// `schema` with its text columns read as string views (`Utf8View`).
+///
+/// Raw samples are what ad-hoc queries scan by the hundred million: a view
+/// of a dictionary-encoded Parquet string points into the page's
+/// dictionary instead of copying the text for every row, and grouping and
+/// comparing short strings (a pool, a tenant) looks at the view alone. The
+/// files keep plain strings; the other tables are small and stay as
+/// written.
+fn text_as_views(schema: &SchemaRef) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Utf8 => f.as_ref().clone().with_data_type(DataType::Utf8View),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
 
 /// Registers every history table under `root` (a local table's folder is
 /// created if missing, so the service can start before the first file is
@@ -36,6 +56,11 @@ pub fn register_history(ctx: &SessionContext, root: &HistoryRoot) -> Result<()> 
         let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
             .with_file_extension(".parquet")
             .with_table_partition_cols(vec![(tables::DATE_PARTITION.to_owned(), DataType::Date32)]);
+        let schema = if table == tables::samples::TABLE {
+            text_as_views(&schema)
+        } else {
+            schema
+        };
         let config = ListingTableConfig::new(url)
             .with_listing_options(options)
             .with_schema(schema);

@@ -7,8 +7,9 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::csv;
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::arrow::json::ArrayWriter;
 use datafusion::parquet::arrow::ArrowWriter;
@@ -115,6 +116,44 @@ impl std::fmt::Debug for Encoder {
     }
 }
 
+/// `schema` with string views as plain strings: some tables are read as
+/// views (see `catalog`), and a typed answer does not depend on that.
+fn plain_text(schema: &SchemaRef) -> SchemaRef {
+    if !schema.fields().iter().any(|f| is_view(f.data_type())) {
+        return schema.clone();
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Utf8View => f.as_ref().clone().with_data_type(DataType::Utf8),
+            DataType::BinaryView => f.as_ref().clone().with_data_type(DataType::Binary),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+fn is_view(data_type: &DataType) -> bool {
+    matches!(data_type, DataType::Utf8View | DataType::BinaryView)
+}
+
+/// `batch` in the schema of [`plain_text`] (the text copied out of its
+/// views); a batch with no views as it is.
+fn plain_text_batch(batch: &RecordBatch) -> Result<RecordBatch, EncodeError> {
+    let schema = plain_text(batch.schema_ref());
+    if Arc::ptr_eq(&schema, batch.schema_ref()) {
+        return Ok(batch.clone());
+    }
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(column, field)| cast(column, field.data_type()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
 /// Why encoding failed.
 pub type EncodeError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -129,14 +168,16 @@ impl Encoder {
                 writer.write(&RecordBatch::new_empty(schema.clone()))?;
                 Encoder::Csv(Box::new(writer))
             }
-            Format::Arrow => Encoder::Arrow(Box::new(StreamWriter::try_new(out, schema)?)),
+            Format::Arrow => {
+                Encoder::Arrow(Box::new(StreamWriter::try_new(out, &plain_text(schema))?))
+            }
             Format::Parquet => {
                 let props = WriterProperties::builder()
                     .set_compression(Compression::ZSTD(ZstdLevel::default()))
                     .build();
                 Encoder::Parquet(Box::new(ArrowWriter::try_new(
                     out,
-                    schema.clone(),
+                    plain_text(schema),
                     Some(props),
                 )?))
             }
@@ -148,9 +189,9 @@ impl Encoder {
         match self {
             Encoder::Json(w) => w.write(batch)?,
             Encoder::Csv(w) => w.write(batch)?,
-            Encoder::Arrow(w) => w.write(batch)?,
+            Encoder::Arrow(w) => w.write(&plain_text_batch(batch)?)?,
             Encoder::Parquet(w) => {
-                w.write(batch)?;
+                w.write(&plain_text_batch(batch)?)?;
                 // A row group per batch, so its bytes can go out now.
                 w.flush()?;
             }
@@ -270,5 +311,56 @@ mod tests {
             })
             .collect();
         assert_eq!(tenants, ["a", "b,c", "a", "b,c"]);
+    }
+
+    #[test]
+    fn string_views_are_answered_as_plain_strings() {
+        use datafusion::arrow::array::StringViewArray;
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "pool",
+            DataType::Utf8View,
+            true,
+        )]));
+        let views = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(StringViewArray::from(vec![
+                Some("a-pool-with-a-long-name"),
+                None,
+            ]))],
+        )
+        .unwrap();
+        for format in [Format::Arrow, Format::Parquet] {
+            let out = Pending::default();
+            let mut encoder = Encoder::new(format, &schema, out.clone()).unwrap();
+            encoder.write(&views).unwrap();
+            encoder.finish().unwrap();
+            let bytes = out.take();
+            let read: Vec<RecordBatch> = match format {
+                Format::Arrow => {
+                    datafusion::arrow::ipc::reader::StreamReader::try_new(&bytes[..], None)
+                        .unwrap()
+                        .map(|b| b.unwrap())
+                        .collect()
+                }
+                _ => {
+                    let mut file = tempfile::tempfile().unwrap();
+                    file.write_all(&bytes).unwrap();
+                    datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReader::try_new(
+                        file, 1024,
+                    )
+                    .unwrap()
+                    .map(|b| b.unwrap())
+                    .collect()
+                }
+            };
+            assert_eq!(read[0].schema().field(0).data_type(), &DataType::Utf8);
+            let column = read[0].column(0).as_any().downcast_ref::<StringArray>();
+            let values: Vec<Option<&str>> = column.unwrap().iter().collect();
+            assert_eq!(
+                values,
+                [Some("a-pool-with-a-long-name"), None],
+                "{format:?}"
+            );
+        }
     }
 }

@@ -18,8 +18,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-use datafusion::arrow::datatypes::{Float32Type, Int32Type, Int64Type, TimestampMicrosecondType};
+use datafusion::arrow::array::{Array, AsArray, RecordBatch, StringViewArray};
+use datafusion::arrow::datatypes::{
+    DataType, Float32Type, Int32Type, Int64Type, TimestampMicrosecondType,
+};
 use datafusion::prelude::SessionContext;
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::billing::{DeviceHour, EnergyUse, Facts, IDLE_BELOW_PCT, IdleStretch};
@@ -95,6 +97,16 @@ fn row_error(message: impl Into<String>) -> StatementError {
     }
 }
 
+/// A text column as string views, whichever string type the table gives it
+/// (`samples` reads its text as views, see `catalog`; the other tables as
+/// plain strings, turned into views here without copying the text).
+fn text(batch: &RecordBatch, column: usize) -> Result<StringViewArray, StatementError> {
+    let array = batch.column(column);
+    let views = datafusion::arrow::compute::cast(array, &DataType::Utf8View)
+        .map_err(|e| row_error(format!("column {column} is not text: {e}")))?;
+    Ok(views.as_string_view().clone())
+}
+
 fn times(batch: &RecordBatch, column: usize) -> Result<&[i64], StatementError> {
     batch
         .column(column)
@@ -134,8 +146,8 @@ pub(crate) async fn load(
     let mut hours: BTreeMap<Key, Hour> = BTreeMap::new();
     let mut counters: Vec<Counter> = Vec::new();
     for batch in ctx.sql(HOURLY).await?.collect().await? {
-        let pool = batch.column(0).as_string::<i32>();
-        let device = batch.column(1).as_string::<i32>();
+        let pool = text(&batch, 0)?;
+        let device = text(&batch, 1)?;
         let hour = times(&batch, 2)?;
         let slices = ints(&batch, 3)?;
         let max_slices = ints(&batch, 4)?;
@@ -146,14 +158,14 @@ pub(crate) async fn load(
         let energy = longs(&batch, 9)?;
         let opening = longs(&batch, 10)?;
         let closing = longs(&batch, 11)?;
-        let tenant = batch.column(12).as_string::<i32>();
-        let job = batch.column(13).as_string::<i32>();
+        let tenant = text(&batch, 12)?;
+        let job = text(&batch, 13)?;
         for i in 0..batch.num_rows() {
             let key = (
                 pools.id(pool.value(i)),
                 devices.id(device.value(i)),
                 hour[i],
-                holder_id(&mut holders, tenant_job(tenant, job, i)),
+                holder_id(&mut holders, tenant_job(&tenant, &job, i)),
             );
             let h = hours.entry(key).or_insert(Hour {
                 pool: key.0,
@@ -293,8 +305,8 @@ struct Known<'a> {
 
 /// A row's tenant and job as one name, `None` when it has neither.
 fn tenant_job<'a>(
-    tenant: &'a datafusion::arrow::array::StringArray,
-    job: &'a datafusion::arrow::array::StringArray,
+    tenant: &'a StringViewArray,
+    job: &'a StringViewArray,
     i: usize,
 ) -> Option<(&'a str, &'a str)> {
     let t = tenant.is_valid(i).then(|| tenant.value(i));
@@ -378,15 +390,15 @@ async fn samples_one_by_one(
                 Timestamp::from_micros(to).date_string(),
             );
             for batch in ctx.sql(&sql).await?.collect().await? {
-                let device = batch.column(0).as_string::<i32>();
+                let device = text(&batch, 0)?;
                 let time = batch.column(1).as_primitive::<TimestampMicrosecondType>();
                 let interval = batch.column(2).as_primitive::<Int32Type>();
                 let slices = batch.column(3).as_primitive::<Int32Type>();
                 let max_slices = batch.column(4).as_primitive::<Int32Type>();
                 let sm = batch.column(5).as_primitive::<Float32Type>();
                 let energy = batch.column(6).as_primitive::<Int64Type>();
-                let tenant = batch.column(7).as_string::<i32>();
-                let job = batch.column(8).as_string::<i32>();
+                let tenant = text(&batch, 7)?;
+                let job = text(&batch, 8)?;
                 for i in 0..batch.num_rows() {
                     let Some(&device_id) = names.devices.index.get(device.value(i)) else {
                         continue;
@@ -395,7 +407,7 @@ async fn samples_one_by_one(
                     if !fetch.contains(&key) {
                         continue;
                     }
-                    let holder = tenant_job(tenant, job, i)
+                    let holder = tenant_job(&tenant, &job, i)
                         .and_then(|h| names.holders.index.get(&holder_name(h)).copied());
                     read.entry(key).or_default().push(Raw {
                         time: time.value(i),
