@@ -5,7 +5,7 @@ use gpuledger_common::history::HistoryRoot;
 
 use arrow::array::RecordBatch;
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use super::samples;
@@ -28,6 +28,14 @@ const SAMPLES_PLAIN: [&str; 7] = [
     "mem_util_pct",
 ];
 
+/// Integer columns of `samples` that climb steadily along a device's rows
+/// (the sort order): the time and sequence number at each interval, the
+/// energy counter, and memory in use, which rarely moves. Written as
+/// deltas (`DELTA_BINARY_PACKED`), a row group's `time` takes about a
+/// kilobyte instead of 145 KB of zstd output, and a reader filtering on
+/// time has almost nothing to decompress.
+const SAMPLES_DELTA: [&str; 4] = ["time", "seq", "energy_mj", "mem_used_bytes"];
+
 /// Columns of `samples` with statistics per page as well as per row
 /// group: the sort keys, where a page holds a narrow range and a reader's
 /// filter can skip pages.
@@ -36,7 +44,8 @@ const SAMPLES_PAGE_STATISTICS: [&str; 2] = ["device_uuid", "time"];
 /// Writer settings for a history table: zstd, dictionary-encoded strings,
 /// row groups of about 100k rows, statistics per row group. `samples`,
 /// written by the million, skips dictionaries for its high-cardinality
-/// columns and keeps page statistics for its sort keys only.
+/// columns, writes its steadily climbing integers as deltas and keeps page
+/// statistics for its sort keys only.
 pub fn writer_properties(table: &str) -> WriterProperties {
     let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
@@ -46,6 +55,9 @@ pub fn writer_properties(table: &str) -> WriterProperties {
         builder = builder.set_statistics_enabled(EnabledStatistics::Chunk);
         for column in SAMPLES_PLAIN {
             builder = builder.set_column_dictionary_enabled(column.into(), false);
+        }
+        for column in SAMPLES_DELTA {
+            builder = builder.set_column_encoding(column.into(), Encoding::DELTA_BINARY_PACKED);
         }
         for column in SAMPLES_PAGE_STATISTICS {
             builder = builder.set_column_statistics_enabled(column.into(), EnabledStatistics::Page);
@@ -72,4 +84,59 @@ pub fn write_file(
     writer.close().map_err(std::io::Error::other)?;
     root.put(table, date, &name.render(), &bytes)?;
     Ok(bytes.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use gpuledger_schemas::EventBody;
+    use gpuledger_schemas::SampleRecord;
+    use gpuledger_schemas::samples::one_of_each;
+    use parquet::basic::Encoding;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+
+    use super::*;
+
+    /// A `samples` file as the writers leave it: the climbing integers as
+    /// deltas, the text dictionary-encoded, zstd throughout.
+    #[test]
+    fn samples_are_written_with_their_encodings() {
+        let event = one_of_each()
+            .into_iter()
+            .find(|e| matches!(e.body, EventBody::GpuSample(_)))
+            .unwrap();
+        let EventBody::GpuSample(s) = &event.body else {
+            unreachable!()
+        };
+        let mut builder = samples::SamplesBuilder::default();
+        for _ in 0..3 {
+            builder.push(&SampleRecord::of(&event.envelope, s));
+        }
+        let batch = builder.finish().unwrap();
+        let mut bytes = Vec::new();
+        let props = writer_properties(samples::TABLE);
+        let mut writer = ArrowWriter::try_new(&mut bytes, batch.schema(), Some(props)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+
+        let reader = SerializedFileReader::new(bytes::Bytes::from(bytes)).unwrap();
+        let group = reader.metadata().row_group(0);
+        let encodings = |name: &str| {
+            let column = group
+                .columns()
+                .iter()
+                .find(|c| c.column_path().string() == name)
+                .unwrap_or_else(|| panic!("no column {name}"));
+            assert!(matches!(column.compression(), Compression::ZSTD(_)));
+            column.encodings().collect::<Vec<Encoding>>()
+        };
+        for column in SAMPLES_DELTA {
+            assert!(
+                encodings(column).contains(&Encoding::DELTA_BINARY_PACKED),
+                "{column}: {:?}",
+                encodings(column)
+            );
+        }
+        assert!(encodings("device_uuid").contains(&Encoding::RLE_DICTIONARY));
+        assert!(!encodings("sm_util_pct").contains(&Encoding::RLE_DICTIONARY));
+    }
 }
