@@ -185,6 +185,24 @@ pub fn sorted(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
     take_record_batch(batch, &UInt32Array::from(order))
 }
 
+/// A builder holding `rows` copies of the fixtures' `GpuSample`, for tests.
+#[cfg(test)]
+pub(crate) fn fixture_rows(rows: usize) -> SamplesBuilder {
+    use gpuledger_schemas::EventBody;
+    let event = gpuledger_schemas::samples::one_of_each()
+        .into_iter()
+        .find(|e| matches!(e.body, EventBody::GpuSample(_)))
+        .expect("the fixtures hold a GpuSample");
+    let EventBody::GpuSample(s) = &event.body else {
+        unreachable!()
+    };
+    let mut builder = SamplesBuilder::default();
+    for _ in 0..rows {
+        builder.push(&SampleRecord::of(&event.envelope, s));
+    }
+    builder
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,16 +211,7 @@ mod tests {
 
     #[test]
     fn a_batch_matches_the_schema() {
-        let event = one_of_each()
-            .into_iter()
-            .find(|e| matches!(e.body, EventBody::GpuSample(_)))
-            .unwrap();
-        let EventBody::GpuSample(s) = &event.body else {
-            unreachable!()
-        };
-        let mut builder = SamplesBuilder::default();
-        builder.push(&SampleRecord::of(&event.envelope, s));
-        builder.push(&SampleRecord::of(&event.envelope, s));
+        let mut builder = fixture_rows(2);
         let batch = builder.finish().unwrap();
         assert_eq!(batch.num_rows(), 2);
         assert_eq!(batch.schema(), *SCHEMA);

@@ -88,9 +88,6 @@ pub fn write_file(
 
 #[cfg(test)]
 mod tests {
-    use gpuledger_schemas::EventBody;
-    use gpuledger_schemas::SampleRecord;
-    use gpuledger_schemas::samples::one_of_each;
     use parquet::basic::Encoding;
     use parquet::file::reader::{FileReader, SerializedFileReader};
 
@@ -100,18 +97,7 @@ mod tests {
     /// deltas, the text dictionary-encoded, zstd throughout.
     #[test]
     fn samples_are_written_with_their_encodings() {
-        let event = one_of_each()
-            .into_iter()
-            .find(|e| matches!(e.body, EventBody::GpuSample(_)))
-            .unwrap();
-        let EventBody::GpuSample(s) = &event.body else {
-            unreachable!()
-        };
-        let mut builder = samples::SamplesBuilder::default();
-        for _ in 0..3 {
-            builder.push(&SampleRecord::of(&event.envelope, s));
-        }
-        let batch = builder.finish().unwrap();
+        let batch = samples::fixture_rows(3).finish().unwrap();
         let mut bytes = Vec::new();
         let props = writer_properties(samples::TABLE);
         let mut writer = ArrowWriter::try_new(&mut bytes, batch.schema(), Some(props)).unwrap();
