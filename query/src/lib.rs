@@ -4,6 +4,7 @@
 //! history only; it never writes to it or to Kafka.
 
 pub mod access;
+pub mod case_select;
 pub mod catalog;
 mod columns;
 pub mod encode;
@@ -20,6 +21,7 @@ use std::sync::Arc;
 
 use datafusion::execution::cache::cache_manager::CacheManagerConfig;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use gpuledger_common::shutdown::Shutdown;
 
@@ -75,7 +77,13 @@ pub async fn session(history_root: &HistoryRoot, memory_bytes: usize) -> Result<
         .with_cache_manager(caches)
         .with_memory_limit(memory_bytes, 1.0)
         .build_arc()?;
-    let ctx = SessionContext::new_with_config_rt(config, runtime);
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime)
+        .with_default_features()
+        .with_physical_optimizer_rule(Arc::new(case_select::CaseSelect))
+        .build();
+    let ctx = SessionContext::new_with_state(state);
     catalog::register_history(&ctx, history_root)?;
     ctx.register_table("chargeback", Arc::new(views::StatementView::chargeback()))?;
     ctx.register_table("statements", Arc::new(views::StatementView::statements()))?;
