@@ -121,15 +121,8 @@ fn widening(from: &DataType, to: &DataType) -> bool {
             from,
             DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64
         ),
-        DataType::Float64 => matches!(
-            from,
-            DataType::Int8
-                | DataType::Int16
-                | DataType::Int32
-                | DataType::Int64
-                | DataType::Float32
-                | DataType::Float64
-        ),
+        // Every type a select chooses from becomes a Float64.
+        DataType::Float64 => selectable(from),
         _ => false,
     }
 }
