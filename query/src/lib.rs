@@ -59,17 +59,15 @@ pub struct QueryConfig {
 
 /// A session with the history tables registered, under `memory_bytes`.
 pub async fn session(history_root: &HistoryRoot, memory_bytes: usize) -> Result<SessionContext> {
-    let mut config = SessionConfig::from_env()?
+    let config = SessionConfig::from_env()?
         .with_information_schema(true)
         .with_extension(Arc::new(statements::RecordedCache::new(history_root)));
-    // Filters are applied while Parquet pages are decoded (late
-    // materialisation): a query that keeps few rows decodes the other
-    // columns of those rows only.
-    let parquet = &mut config.options_mut().execution.parquet;
-    if std::env::var_os("DATAFUSION_EXECUTION_PARQUET_PUSHDOWN_FILTERS").is_none() {
-        parquet.pushdown_filters = true;
-        parquet.reorder_filters = true;
-    }
+    // Parquet filter pushdown stays off for SQL (DataFusion's default,
+    // `DATAFUSION_EXECUTION_PARQUET_PUSHDOWN_FILTERS` turns it on): the
+    // history's sort keys already skip pages by their statistics, and
+    // evaluating a filter row by row while decoding cost more than it saved
+    // on queries keeping much of what they read (BENCHMARKS.md). The
+    // statement's raw-sample reads turn it on for themselves.
     // DataFusion caches a table's file listing forever by default; history
     // grows while the service runs, so every query lists the files anew.
     let caches = CacheManagerConfig::default().with_list_files_cache_limit(0);

@@ -322,6 +322,22 @@ fn holder_id(holders: &mut Names, holder: Option<(&str, &str)>) -> Option<usize>
     holder.map(|h| holders.id(&holder_name(h)))
 }
 
+/// `ctx` with Parquet filter pushdown on: filters are applied while pages
+/// are decoded, and the other columns are decoded for the rows that pass
+/// only. The raw-sample reads below keep a few device-hours of a day out
+/// of hundreds of devices named in an `IN` list (too long for page
+/// statistics to skip pages by), so late decoding pays for itself there
+/// (cold statement of a 1,000-GPU month: 11.9 s with it, 15.9 s without);
+/// for ad-hoc SQL, which mostly keeps most of the rows it reads, it costs
+/// more than it saves, and the service leaves it off.
+fn filtering_while_decoding(ctx: &SessionContext) -> SessionContext {
+    let mut state = ctx.state();
+    let parquet = &mut state.config_mut().options_mut().execution.parquet;
+    parquet.pushdown_filters = true;
+    parquet.reorder_filters = true;
+    SessionContext::new_with_state(state)
+}
+
 /// A raw sample, as pricing one by one needs it.
 #[derive(Debug, Clone, Copy)]
 struct Raw {
@@ -344,6 +360,7 @@ async fn samples_one_by_one(
     groups: &[Hour],
     totals: &HashMap<(usize, i64), i64>,
 ) -> Result<(), StatementError> {
+    let ctx = &filtering_while_decoding(ctx);
     let wanted: HashMap<(usize, i64, Option<usize>), &Hour> = groups
         .iter()
         .map(|h| ((h.device, h.hour, h.holder), h))
