@@ -38,6 +38,26 @@ fn simulate_fleet(bootstrap: &str, prefix: &str) {
     );
 }
 
+/// A processor rolling a `samples` file every 50 rows (or 200 ms), so a
+/// day ends up in many small files; `extra` adds to its flags.
+fn start_writer(
+    bootstrap: &str,
+    prefix: &str,
+    work: &std::path::Path,
+    extra: &[&str],
+) -> gpuledger_tests::Service {
+    let mut args = vec![
+        "--clock-interval-s",
+        "0",
+        "--flush-rows",
+        "50",
+        "--flush-interval-ms",
+        "200",
+    ];
+    args.extend_from_slice(extra);
+    start_processor(bootstrap, prefix, work, &args, "processor.log")
+}
+
 const TOTALS: &str = "SELECT count(*) AS n, count(DISTINCT concat(source, ':', CAST(seq AS VARCHAR))) AS ids, \
      sum(mem_used_bytes) AS mem, sum(energy_mj) AS energy FROM samples";
 
@@ -65,20 +85,7 @@ async fn kafka_compaction_keeps_every_row_once() {
     create_topics(&bootstrap, &prefix, 2).await;
     let work = WorkDir::new("compaction");
     let history = work.path().join("history");
-    let mut processor = start_processor(
-        &bootstrap,
-        &prefix,
-        work.path(),
-        &[
-            "--clock-interval-s",
-            "0",
-            "--flush-rows",
-            "50",
-            "--flush-interval-ms",
-            "200",
-        ],
-        "processor.log",
-    );
+    let mut processor = start_writer(&bootstrap, &prefix, work.path(), &[]);
     let (mut query, base_url, _postgres) =
         start_query(&history, &[], &work.path().join("query.log"));
     simulate_fleet(&bootstrap, &prefix);
@@ -168,21 +175,11 @@ async fn kafka_background_compaction_merges_closed_days_while_they_are_written()
     create_topics(&bootstrap, &prefix, 2).await;
     let work = WorkDir::new("background-compaction");
     let history = work.path().join("history");
-    let mut processor = start_processor(
+    let mut processor = start_writer(
         &bootstrap,
         &prefix,
         work.path(),
-        &[
-            "--clock-interval-s",
-            "0",
-            "--flush-rows",
-            "50",
-            "--flush-interval-ms",
-            "200",
-            "--compact-interval-s",
-            "1",
-        ],
-        "processor.log",
+        &["--compact-interval-s", "1"],
     );
     let api = processor.wait_for_line("control API listening on ", Duration::from_secs(120));
     let (mut query, base_url, _postgres) =

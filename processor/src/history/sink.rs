@@ -76,14 +76,21 @@ pub fn write_file(
     name: &FileName,
     batch: &RecordBatch,
 ) -> std::io::Result<u64> {
+    let bytes = encode(table, batch)?;
+    root.put(table, date, &name.render(), &bytes)?;
+    Ok(bytes.len() as u64)
+}
+
+/// `batch` as the bytes of a Parquet file of `table`, with the table's
+/// writer settings.
+fn encode(table: &str, batch: &RecordBatch) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     let mut writer =
         ArrowWriter::try_new(&mut bytes, batch.schema(), Some(writer_properties(table)))
             .map_err(std::io::Error::other)?;
     writer.write(batch).map_err(std::io::Error::other)?;
     writer.close().map_err(std::io::Error::other)?;
-    root.put(table, date, &name.render(), &bytes)?;
-    Ok(bytes.len() as u64)
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -98,11 +105,7 @@ mod tests {
     #[test]
     fn samples_are_written_with_their_encodings() {
         let batch = samples::fixture_rows(3).finish().unwrap();
-        let mut bytes = Vec::new();
-        let props = writer_properties(samples::TABLE);
-        let mut writer = ArrowWriter::try_new(&mut bytes, batch.schema(), Some(props)).unwrap();
-        writer.write(&batch).unwrap();
-        writer.close().unwrap();
+        let bytes = encode(samples::TABLE, &batch).unwrap();
 
         let reader = SerializedFileReader::new(bytes::Bytes::from(bytes)).unwrap();
         let group = reader.metadata().row_group(0);
