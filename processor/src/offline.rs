@@ -4,6 +4,8 @@
 //! recompute a statement independently from an NDJSON export, and tests
 //! compare it with what the whole pipeline serves.
 
+use std::sync::Arc;
+
 use gpuledger_schemas::billing::{self, Facts, Period, Statement};
 use gpuledger_schemas::{Event, Timestamp};
 
@@ -76,6 +78,8 @@ pub struct Throughput {
     /// Seconds spent in [`Ledger::apply`], from the first event to the last.
     pub fold_seconds: f64,
     pub events_per_second: f64,
+    /// Per event type: how many, and the seconds spent applying them.
+    pub by_type: std::collections::BTreeMap<&'static str, (usize, f64)>,
     /// FNV-1a of every decision's JSON in order: equal digests, equal
     /// decisions.
     pub decisions_digest: String,
@@ -89,42 +93,48 @@ pub fn throughput(ndjson: &str, config: LedgerConfig) -> Result<Throughput, Stri
     let parse_seconds = parse_started.elapsed().as_secs_f64();
 
     let mut ledger = Ledger::new(config);
-    let mut outcomes = Vec::with_capacity(events.len());
+    // The decisions are kept for the digest; everything else an outcome
+    // carries (billing segments, warnings) is dropped at once, as the
+    // runtime drops it once written.
+    let mut decided: Vec<Vec<Arc<Event>>> = Vec::with_capacity(events.len());
+    let (mut duplicates, mut rejected) = (0, 0);
+    let mut by_type = std::collections::BTreeMap::<&'static str, (usize, f64)>::new();
     let started = std::time::Instant::now();
+    let mut last = started;
     for (index, event) in events.iter().enumerate() {
         let position = Position {
             partition: 0,
             offset: index as i64,
         };
-        outcomes.push(ledger.apply(position, event));
+        match ledger.apply(position, event) {
+            Outcome::Applied { decisions, .. } => decided.push(decisions),
+            Outcome::Duplicate => duplicates += 1,
+            Outcome::Rejected { .. } => rejected += 1,
+        }
+        let now = std::time::Instant::now();
+        let entry = by_type.entry(event.event_type().name()).or_default();
+        entry.0 += 1;
+        entry.1 += (now - last).as_secs_f64();
+        last = now;
     }
     let fold_seconds = started.elapsed().as_secs_f64();
 
     let mut report = Throughput {
         events: events.len(),
-        applied: 0,
-        duplicates: 0,
-        rejected: 0,
-        decisions: 0,
+        applied: decided.len(),
+        duplicates,
+        rejected,
+        decisions: decided.iter().map(Vec::len).sum(),
         parse_seconds,
         fold_seconds,
         events_per_second: events.len() as f64 / fold_seconds.max(f64::MIN_POSITIVE),
+        by_type,
         decisions_digest: String::new(),
     };
     let mut digest = Fnv1a::default();
-    for outcome in &outcomes {
-        match outcome {
-            Outcome::Applied { decisions, .. } => {
-                report.applied += 1;
-                report.decisions += decisions.len();
-                for d in decisions {
-                    digest.write(d.to_json_string().as_bytes());
-                    digest.write(b"\n");
-                }
-            }
-            Outcome::Duplicate => report.duplicates += 1,
-            Outcome::Rejected { .. } => report.rejected += 1,
-        }
+    for d in decided.iter().flatten() {
+        digest.write(d.to_json_string().as_bytes());
+        digest.write(b"\n");
     }
     report.decisions_digest = format!("{:016x}", digest.0);
     Ok(report)

@@ -1,10 +1,14 @@
 //! Maps keyed by attempt, (job_id, attempt), that are read with borrowed
 //! ids: every event names its attempt by reference, and looking it up
-//! should not copy the job's id. A job's attempts sit in a small map
-//! under its id; iteration runs in (job, attempt) order, as a map keyed by
-//! the pair would.
+//! should not copy the job's id. Jobs are hashed (a lookup costs one hash
+//! of the id, not a string comparison per tree level); a job's few
+//! attempts sit in a small vector sorted by attempt. Iteration is in no
+//! particular order, so nothing that decides may depend on it: [`first`]
+//! and the snapshot form are in (job, attempt) order.
+//!
+//! [`first`]: ByAttempt::first
 
-use std::collections::BTreeMap;
+use rustc_hash::FxHashMap;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -23,66 +27,80 @@ impl std::fmt::Display for Named<'_> {
     }
 }
 
-/// Values by attempt. A snapshot stores a list of ((job, attempt), value)
-/// pairs.
+/// Values by (job, attempt).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ByAttempt<V>(BTreeMap<String, BTreeMap<i32, V>>);
+pub(crate) struct ByAttempt<V>(FxHashMap<String, Vec<(i32, V)>>);
 
 impl<V> Default for ByAttempt<V> {
     fn default() -> Self {
-        Self(BTreeMap::new())
+        Self(FxHashMap::default())
     }
 }
 
 impl<V> ByAttempt<V> {
     pub(crate) fn get(&self, (job, attempt): AttemptKey<'_>) -> Option<&V> {
-        self.0.get(job)?.get(&attempt)
+        let attempts = self.0.get(job)?;
+        let i = find(attempts, attempt).ok()?;
+        Some(&attempts[i].1)
     }
 
     pub(crate) fn get_mut(&mut self, (job, attempt): AttemptKey<'_>) -> Option<&mut V> {
-        self.0.get_mut(job)?.get_mut(&attempt)
+        let attempts = self.0.get_mut(job)?;
+        let i = find(attempts, attempt).ok()?;
+        Some(&mut attempts[i].1)
     }
 
     pub(crate) fn contains(&self, key: AttemptKey<'_>) -> bool {
         self.get(key).is_some()
     }
 
-    /// The attempt's value, made by `make` if there is none yet.
     pub(crate) fn get_or_insert_with(
         &mut self,
         (job, attempt): AttemptKey<'_>,
         make: impl FnOnce() -> V,
     ) -> &mut V {
-        self.attempts_of(job).entry(attempt).or_insert_with(make)
+        let attempts = self.attempts_of(job);
+        let i = match find(attempts, attempt) {
+            Ok(i) => i,
+            Err(i) => {
+                attempts.insert(i, (attempt, make()));
+                i
+            }
+        };
+        &mut attempts[i].1
     }
 
-    /// Sets the attempt's value, returning the one it replaces.
     pub(crate) fn insert(&mut self, (job, attempt): AttemptKey<'_>, value: V) -> Option<V> {
-        self.attempts_of(job).insert(attempt, value)
+        let attempts = self.attempts_of(job);
+        match find(attempts, attempt) {
+            Ok(i) => Some(std::mem::replace(&mut attempts[i].1, value)),
+            Err(i) => {
+                attempts.insert(i, (attempt, value));
+                None
+            }
+        }
     }
 
-    /// The job's attempts, an empty map made for it if it had none (its id
-    /// is copied only then).
-    fn attempts_of(&mut self, job: &str) -> &mut BTreeMap<i32, V> {
+    fn attempts_of(&mut self, job: &str) -> &mut Vec<(i32, V)> {
         if !self.0.contains_key(job) {
-            self.0.insert(job.to_owned(), BTreeMap::new());
+            self.0.insert(job.to_owned(), Vec::with_capacity(1));
         }
         self.0
             .get_mut(job)
-            .unwrap_or_else(|| unreachable!("the job's map was just made"))
+            .unwrap_or_else(|| unreachable!("the job's attempts were just made"))
     }
 
-    /// Takes the attempt's value out.
     pub(crate) fn remove(&mut self, (job, attempt): AttemptKey<'_>) -> Option<V> {
         let attempts = self.0.get_mut(job)?;
-        let value = attempts.remove(&attempt);
+        let i = find(attempts, attempt).ok()?;
+        let (_, value) = attempts.remove(i);
         if attempts.is_empty() {
             self.0.remove(job);
         }
-        value
+        Some(value)
     }
 
-    /// Every attempt and its value, in (job, attempt) order.
+    /// Every entry, in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (AttemptKey<'_>, &V)> {
         self.0.iter().flat_map(|(job, attempts)| {
             attempts
@@ -91,13 +109,26 @@ impl<V> ByAttempt<V> {
         })
     }
 
+    /// Every value, in no particular order.
     pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
-        self.0.values().flat_map(BTreeMap::values)
+        self.0
+            .values()
+            .flat_map(|attempts| attempts.iter().map(|(_, v)| v))
     }
 
-    /// The first attempt in (job, attempt) order.
+    /// Every entry in (job, attempt) order.
+    pub(crate) fn sorted(&self) -> Vec<(AttemptKey<'_>, &V)> {
+        let mut all: Vec<_> = self.iter().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    /// The entry with the least (job, attempt).
     pub(crate) fn first(&self) -> Option<(AttemptKey<'_>, &V)> {
-        self.iter().next()
+        let (job, attempts) = self.0.iter().min_by(|a, b| a.0.cmp(b.0))?;
+        attempts
+            .first()
+            .map(|(attempt, v)| ((job.as_str(), *attempt), v))
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -105,9 +136,15 @@ impl<V> ByAttempt<V> {
     }
 }
 
+/// Where `attempt` is in a job's sorted attempts, or where it would go.
+fn find<V>(attempts: &[(i32, V)], attempt: i32) -> Result<usize, usize> {
+    attempts.binary_search_by_key(&attempt, |(a, _)| *a)
+}
+
+/// Stored as a list of ((job, attempt), value) pairs in key order.
 impl<V: Serialize> Serialize for ByAttempt<V> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.iter())
+        s.collect_seq(self.sorted())
     }
 }
 
@@ -134,7 +171,7 @@ mod tests {
         assert_eq!(map.insert(("j-1", 1), "a1'"), Some("a1"));
         assert_eq!(map.get(("j-1", 1)), Some(&"a1'"));
         assert!(!map.contains(("j-3", 1)));
-        let keys: Vec<_> = map.iter().map(|(k, _)| k).collect();
+        let keys: Vec<_> = map.sorted().into_iter().map(|(k, _)| k).collect();
         assert_eq!(keys, [("j-1", 1), ("j-1", 2), ("j-2", 1)]);
         assert_eq!(map.remove(("j-2", 1)), Some("b"));
         assert_eq!(map.remove(("j-2", 1)), None);

@@ -29,12 +29,13 @@ mod tests_billing;
 #[cfg(test)]
 mod tests_support;
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use gpuledger_schemas::billing::{Facts, Period, Segment, UseKind};
 use gpuledger_schemas::events::{HoldKind, TenantPolicy};
 use gpuledger_schemas::{Event, EventBody, Timestamp};
+use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
 
 pub use ge::Ge;
@@ -511,7 +512,7 @@ impl Pool {
 /// Every `event_id` applied. Asked once per event, so hashed; a snapshot
 /// stores the ids sorted, so the same state always writes the same text.
 #[derive(Debug, Clone, Default, PartialEq)]
-struct AppliedIds(HashSet<String>);
+struct AppliedIds(FxHashSet<String>);
 
 impl AppliedIds {
     fn contains(&self, id: &str) -> bool {

@@ -7,6 +7,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
+
 use gpuledger_schemas::Event;
 use gpuledger_schemas::billing::Facts;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -31,7 +33,7 @@ pub(crate) struct Records {
 /// by pool, then request_id. A snapshot stores a list of ((pool,
 /// request_id), decision) pairs.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Decided(BTreeMap<String, BTreeMap<String, Arc<Event>>>);
+pub(crate) struct Decided(BTreeMap<String, FxHashMap<String, Arc<Event>>>);
 
 impl Decided {
     pub(crate) fn get(&self, pool: &str, request_id: &str) -> Option<&Arc<Event>> {
@@ -40,7 +42,7 @@ impl Decided {
 
     pub(crate) fn insert(&mut self, pool: &str, request_id: &str, decision: Arc<Event>) {
         if !self.0.contains_key(pool) {
-            self.0.insert(pool.to_owned(), BTreeMap::new());
+            self.0.insert(pool.to_owned(), FxHashMap::default());
         }
         if let Some(requests) = self.0.get_mut(pool) {
             requests.insert(request_id.to_owned(), decision);
@@ -50,11 +52,11 @@ impl Decided {
 
 impl Serialize for Decided {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(
-            self.0.iter().flat_map(|(pool, requests)| {
-                requests.iter().map(move |(id, d)| ((pool, id), &**d))
-            }),
-        )
+        s.collect_seq(self.0.iter().flat_map(|(pool, requests)| {
+            let mut sorted: Vec<_> = requests.iter().collect();
+            sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            sorted.into_iter().map(move |(id, d)| ((pool, id), &**d))
+        }))
     }
 }
 
@@ -93,7 +95,8 @@ impl Serialize for Ended {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(self.0.iter().flat_map(|(pool, attempts)| {
             attempts
-                .iter()
+                .sorted()
+                .into_iter()
                 .map(move |((job, attempt), tenant)| ((pool, job, attempt), tenant))
         }))
     }

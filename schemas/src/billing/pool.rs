@@ -49,11 +49,16 @@ pub(super) enum Scope<'a> {
     Tenant(&'a str),
 }
 
-impl Scope<'_> {
+impl<'a> Scope<'a> {
     pub(super) fn covers(self, tenant: &str) -> bool {
+        self.tenant().is_none_or(|t| t == tenant)
+    }
+
+    /// The one tenant covered, or `None` for every tenant.
+    pub(super) fn tenant(self) -> Option<&'a str> {
         match self {
-            Scope::Pool => true,
-            Scope::Tenant(t) => t == tenant,
+            Scope::Pool => None,
+            Scope::Tenant(t) => Some(t),
         }
     }
 }
@@ -105,11 +110,8 @@ fn segments(
         }
     }
     let generation = facts.generation();
-    for row in pool.segments.rows() {
+    for row in pool.segments.rows_of(scope.tenant()) {
         let s = &row.segment;
-        if !scope.covers(&s.tenant) {
-            continue;
-        }
         let Some((a, b)) = s.within(from, to) else {
             continue;
         };
@@ -120,7 +122,10 @@ fn segments(
                 health_credit(facts, name, pool, s, a, b)?,
             ))
         })?;
-        let f = out.tenants.entry(s.tenant.clone()).or_default();
+        let f = match out.tenants.get_mut(&s.tenant) {
+            Some(f) => f,
+            None => out.tenants.entry(s.tenant.clone()).or_default(),
+        };
         f.ge_micros = f.ge_micros.clone() + held;
         let line = match s.kind {
             UseKind::Reserved => StatementLine::ComputeReserved,
@@ -358,7 +363,11 @@ fn sweep(
         return Ok(());
     }
     let mut changes: BTreeMap<Timestamp, Vec<Change>> = BTreeMap::new();
-    for s in pool.segments.values().filter(|s| scope.covers(&s.tenant)) {
+    for s in pool
+        .segments
+        .rows_of(scope.tenant())
+        .map(|row| &*row.segment)
+    {
         // A tenant's own figures need only its reserved use, against its
         // windows; what everyone holds matters for unallocated capacity.
         if scope != Scope::Pool && s.kind != UseKind::Reserved {

@@ -16,17 +16,12 @@ use crate::time::Timestamp;
 
 use super::facts::Segment;
 
-/// What identifies a segment, (pool, job, attempt, start): an open row and
-/// the closed row of the same segment share it.
-type SegmentKey = (String, String, i32, Timestamp);
+/// What identifies a segment within its pool and tenant, (job, attempt,
+/// start): an open row and the closed row of the same segment share it.
+type SegmentKey = (String, i32, Timestamp);
 
 fn key_of(segment: &Segment) -> SegmentKey {
-    (
-        segment.pool.clone(),
-        segment.job_id.clone(),
-        segment.attempt,
-        segment.start,
-    )
+    (segment.job_id.clone(), segment.attempt, segment.start)
 }
 
 /// A price worked out: compute and health credit over [from, to), as of a
@@ -96,36 +91,58 @@ impl Clone for Row {
     }
 }
 
-/// A pool's segments by key. A snapshot stores the segments as a list.
+/// A pool's segments by tenant, then by key: a tenant's own figures
+/// (budgets) read only that tenant's rows. A snapshot stores the segments
+/// as a list.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Segments(BTreeMap<SegmentKey, Row>);
+pub(super) struct Segments(BTreeMap<String, BTreeMap<SegmentKey, Row>>);
 
 impl Segments {
     /// Takes in one row of `allocations`. A closed row replaces the open
     /// row of the same segment; an open row never replaces a closed one.
     pub(super) fn insert(&mut self, segment: Arc<Segment>) {
+        let rows = match self.0.get_mut(&segment.tenant) {
+            Some(rows) => rows,
+            None => self.0.entry(segment.tenant.clone()).or_default(),
+        };
         let key = key_of(&segment);
-        match self.0.get(&key) {
+        match rows.get_mut(&key) {
             Some(known) if known.segment.end.is_some() && segment.end.is_none() => {}
-            _ => {
-                self.0.insert(key, Row::new(segment));
+            Some(known) => *known = Row::new(segment),
+            None => {
+                rows.insert(key, Row::new(segment));
             }
         }
     }
 
     /// Keeps only the segments `keep` says yes to.
     pub(super) fn retain(&mut self, mut keep: impl FnMut(&Segment) -> bool) {
-        self.0.retain(|_, row| keep(&row.segment));
+        for rows in self.0.values_mut() {
+            rows.retain(|_, row| keep(&row.segment));
+        }
+        self.0.retain(|_, rows| !rows.is_empty());
     }
 
-    /// Every segment, in key order.
+    /// Every segment, by tenant and key.
     pub(super) fn values(&self) -> impl Iterator<Item = &Segment> {
-        self.0.values().map(|row| &*row.segment)
+        self.rows().map(|row| &*row.segment)
     }
 
-    /// Every segment with its last price, in key order.
+    /// Every segment with its last price, by tenant and key.
     pub(super) fn rows(&self) -> impl Iterator<Item = &Row> {
-        self.0.values()
+        self.0.values().flat_map(BTreeMap::values)
+    }
+
+    /// `tenant`'s segments with their last prices, in key order; every
+    /// tenant's for `None`.
+    pub(super) fn rows_of<'s>(
+        &'s self,
+        tenant: Option<&'s str>,
+    ) -> Box<dyn Iterator<Item = &'s Row> + 's> {
+        match tenant {
+            None => Box::new(self.rows()),
+            Some(t) => Box::new(self.0.get(t).into_iter().flat_map(BTreeMap::values)),
+        }
     }
 }
 
@@ -143,11 +160,10 @@ impl Serialize for Segments {
 
 impl<'de> Deserialize<'de> for Segments {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(Self(
-            Vec::<Segment>::deserialize(d)?
-                .into_iter()
-                .map(|s| (key_of(&s), Row::new(Arc::new(s))))
-                .collect(),
-        ))
+        let mut segments = Segments::default();
+        for s in Vec::<Segment>::deserialize(d)? {
+            segments.insert(Arc::new(s));
+        }
+        Ok(segments)
     }
 }
