@@ -17,6 +17,7 @@ use crate::time::Timestamp;
 
 use super::charges::{Charge, Charged};
 use super::facts::{Facts, PoolFacts, Segment, UseKind};
+use super::segments::Sums;
 use super::{BillingError, add};
 
 /// A tenant's exact figures in one pool.
@@ -96,21 +97,22 @@ fn segments(
     scope: Scope<'_>,
     out: &mut PoolFigures,
 ) -> Result<(), BillingError> {
+    if let Scope::Tenant(tenant) = scope {
+        return tenant_segments(facts, name, pool, from, to, tenant, out);
+    }
     // Failed and retried work are statement breakdowns: a tenant's own
     // figures (budgets) do without them.
     let mut last_attempt: BTreeMap<&str, i32> = BTreeMap::new();
     let mut final_state: BTreeMap<(&str, i32), JobState> = BTreeMap::new();
-    if scope == Scope::Pool {
-        for s in pool.segments.values() {
-            let last = last_attempt.entry(&s.job_id).or_insert(s.attempt);
-            *last = (*last).max(s.attempt);
-            if let Some(state) = s.final_state {
-                final_state.insert((&s.job_id, s.attempt), state);
-            }
+    for s in pool.segments.values() {
+        let last = last_attempt.entry(&s.job_id).or_insert(s.attempt);
+        *last = (*last).max(s.attempt);
+        if let Some(state) = s.final_state {
+            final_state.insert((&s.job_id, s.attempt), state);
         }
     }
     let generation = facts.generation();
-    for row in pool.segments.rows_of(scope.tenant()) {
+    for row in pool.segments.rows() {
         let s = &row.segment;
         let Some((a, b)) = s.within(from, to) else {
             continue;
@@ -127,11 +129,7 @@ fn segments(
             None => out.tenants.entry(s.tenant.clone()).or_default(),
         };
         f.ge_micros = f.ge_micros.clone() + held;
-        let line = match s.kind {
-            UseKind::Reserved => StatementLine::ComputeReserved,
-            UseKind::Quota => StatementLine::ComputeQuota,
-            UseKind::Burst | UseKind::Unadmitted => StatementLine::ComputeBurst,
-        };
+        let line = compute_line(s.kind);
         add(&mut f.lines, line, amount.clone());
         if matches!(
             final_state.get(&(s.job_id.as_str(), s.attempt)),
@@ -148,7 +146,7 @@ fn segments(
         if !credit.is_zero() {
             add(&mut f.lines, StatementLine::HealthCredit, -credit.clone());
         }
-        if scope == Scope::Pool {
+        {
             let charged = || Charged::Attempt {
                 job_id: s.job_id.clone(),
                 attempt: s.attempt,
@@ -181,6 +179,57 @@ fn segments(
         }
     }
     Ok(())
+}
+
+/// One tenant's compute by kind and health credit (budgets): settled
+/// segments come from the tenant's running total, the others are priced
+/// now.
+fn tenant_segments(
+    facts: &Facts,
+    name: &str,
+    pool: &PoolFacts,
+    from: Timestamp,
+    to: Timestamp,
+    tenant: &str,
+    out: &mut PoolFigures,
+) -> Result<(), BillingError> {
+    let generation = facts.generation();
+    let sums = pool
+        .segments
+        .tenant_sums(tenant, generation, from, to, |row, sums| {
+            let s = &row.segment;
+            let Some((a, b)) = s.within(from, to) else {
+                return Ok(());
+            };
+            let held = s.ge() * Rational::from_integer(b.as_micros() - a.as_micros());
+            let (amount, credit) = row.priced(generation, a, b, || {
+                Ok((
+                    facts.segment_compute(s, a, b)?,
+                    health_credit(facts, name, pool, s, a, b)?,
+                ))
+            })?;
+            sums.ge_micros = sums.ge_micros.clone() + held;
+            sums.add(compute_line(s.kind), amount);
+            if !credit.is_zero() {
+                sums.add(StatementLine::HealthCredit, -credit);
+            }
+            Ok::<(), BillingError>(())
+        })?;
+    if sums != Sums::default() {
+        let f = out.tenants.entry(tenant.to_owned()).or_default();
+        f.ge_micros = sums.ge_micros;
+        f.lines = sums.lines;
+    }
+    Ok(())
+}
+
+/// The compute line a kind of use is billed on.
+fn compute_line(kind: UseKind) -> StatementLine {
+    match kind {
+        UseKind::Reserved => StatementLine::ComputeReserved,
+        UseKind::Quota => StatementLine::ComputeQuota,
+        UseKind::Burst | UseKind::Unadmitted => StatementLine::ComputeBurst,
+    }
 }
 
 /// GE × `micros` in GPU-hours.
@@ -363,11 +412,11 @@ fn sweep(
         return Ok(());
     }
     let mut changes: BTreeMap<Timestamp, Vec<Change>> = BTreeMap::new();
-    for s in pool
-        .segments
-        .rows_of(scope.tenant())
-        .map(|row| &*row.segment)
-    {
+    let rows: Box<dyn Iterator<Item = &Segment>> = match scope {
+        Scope::Pool => Box::new(pool.segments.values()),
+        Scope::Tenant(t) => Box::new(pool.segments.values_of(t)),
+    };
+    for s in rows {
         // A tenant's own figures need only its reserved use, against its
         // windows; what everyone holds matters for unallocated capacity.
         if scope != Scope::Pool && s.kind != UseKind::Reserved {

@@ -5,13 +5,21 @@
 //! when a price book, inventory or health report arrives, and each of
 //! those starts a new generation of the facts; so a segment remembers its
 //! last price together with the generation and span it was worked out for.
+//!
+//! Even remembered prices cost an addition per segment, and a month holds
+//! many. So each tenant also keeps a running total of its settled rows
+//! (closed by the end of the span asked for): a budget adds up only the
+//! rows that closed since it last asked, and prices the running ones
+//! afresh. The total holds while the generation and the span's start do.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::exact::Rational;
+use crate::pricing::StatementLine;
 use crate::time::Timestamp;
 
 use super::facts::Segment;
@@ -41,6 +49,8 @@ pub(super) struct Row {
     /// Shared with whoever reported it (the ledger's outcome).
     pub(super) segment: Arc<Segment>,
     memo: Mutex<Option<Memo>>,
+    /// The running total ([`Settled::epoch`]) this row was added to, if any.
+    counted_in: AtomicU64,
 }
 
 impl Row {
@@ -48,6 +58,7 @@ impl Row {
         Self {
             segment,
             memo: Mutex::new(None),
+            counted_in: AtomicU64::new(0),
         }
     }
 
@@ -91,36 +102,109 @@ impl Clone for Row {
     }
 }
 
+/// What a tenant's own figures add up segment by segment: GE ×
+/// microseconds held, and the compute and health-credit lines.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Sums {
+    pub(super) ge_micros: Rational,
+    pub(super) lines: BTreeMap<StatementLine, Rational>,
+}
+
+impl Sums {
+    /// Adds `amount` to `line`.
+    pub(super) fn add(&mut self, line: StatementLine, amount: Rational) {
+        super::add(&mut self.lines, line, amount);
+    }
+
+    fn merge(&mut self, other: &Sums) {
+        self.ge_micros = self.ge_micros.clone() + other.ge_micros.clone();
+        for (line, amount) in &other.lines {
+            self.add(*line, amount.clone());
+        }
+    }
+}
+
+/// A tenant's running total of settled rows, from `from`, as of a
+/// generation of the facts: every row counted ended by `to`.
+#[derive(Debug)]
+struct Settled {
+    /// Marks the rows counted in this total (never 0, never reused).
+    epoch: u64,
+    generation: u64,
+    from: Timestamp,
+    to: Timestamp,
+    sums: Sums,
+}
+
+/// Running totals are told apart by a number drawn once each.
+fn next_epoch() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// One tenant's segments by key, and its running total.
+#[derive(Debug, Default)]
+struct TenantRows {
+    rows: BTreeMap<SegmentKey, Row>,
+    settled: Mutex<Option<Settled>>,
+}
+
+impl TenantRows {
+    /// The total no longer holds (a counted row was replaced or removed).
+    fn forget_total(&mut self) {
+        if let Ok(settled) = self.settled.get_mut() {
+            *settled = None;
+        }
+    }
+}
+
+/// A copy keeps no running total and prices afresh.
+impl Clone for TenantRows {
+    fn clone(&self) -> Self {
+        Self {
+            rows: self.rows.clone(),
+            settled: Mutex::new(None),
+        }
+    }
+}
+
 /// A pool's segments by tenant, then by key: a tenant's own figures
 /// (budgets) read only that tenant's rows. A snapshot stores the segments
 /// as a list.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Segments(BTreeMap<String, BTreeMap<SegmentKey, Row>>);
+pub(super) struct Segments(BTreeMap<String, TenantRows>);
 
 impl Segments {
     /// Takes in one row of `allocations`. A closed row replaces the open
     /// row of the same segment; an open row never replaces a closed one.
     pub(super) fn insert(&mut self, segment: Arc<Segment>) {
-        let rows = match self.0.get_mut(&segment.tenant) {
-            Some(rows) => rows,
+        let tenant = match self.0.get_mut(&segment.tenant) {
+            Some(tenant) => tenant,
             None => self.0.entry(segment.tenant.clone()).or_default(),
         };
         let key = key_of(&segment);
-        match rows.get_mut(&key) {
+        match tenant.rows.get_mut(&key) {
             Some(known) if known.segment.end.is_some() && segment.end.is_none() => {}
-            Some(known) => *known = Row::new(segment),
+            Some(known) => {
+                let counted = known.segment.end.is_some();
+                *known = Row::new(segment);
+                if counted {
+                    tenant.forget_total();
+                }
+            }
             None => {
-                rows.insert(key, Row::new(segment));
+                tenant.rows.insert(key, Row::new(segment));
             }
         }
     }
 
     /// Keeps only the segments `keep` says yes to.
     pub(super) fn retain(&mut self, mut keep: impl FnMut(&Segment) -> bool) {
-        for rows in self.0.values_mut() {
-            rows.retain(|_, row| keep(&row.segment));
+        for tenant in self.0.values_mut() {
+            tenant.rows.retain(|_, row| keep(&row.segment));
+            tenant.forget_total();
         }
-        self.0.retain(|_, rows| !rows.is_empty());
+        self.0.retain(|_, tenant| !tenant.rows.is_empty());
     }
 
     /// Every segment, by tenant and key.
@@ -130,19 +214,60 @@ impl Segments {
 
     /// Every segment with its last price, by tenant and key.
     pub(super) fn rows(&self) -> impl Iterator<Item = &Row> {
-        self.0.values().flat_map(BTreeMap::values)
+        self.0.values().flat_map(|tenant| tenant.rows.values())
     }
 
-    /// `tenant`'s segments with their last prices, in key order; every
-    /// tenant's for `None`.
-    pub(super) fn rows_of<'s>(
-        &'s self,
-        tenant: Option<&'s str>,
-    ) -> Box<dyn Iterator<Item = &'s Row> + 's> {
-        match tenant {
-            None => Box::new(self.rows()),
-            Some(t) => Box::new(self.0.get(t).into_iter().flat_map(BTreeMap::values)),
+    /// `tenant`'s segments, in key order.
+    pub(super) fn values_of<'s>(&'s self, tenant: &str) -> impl Iterator<Item = &'s Segment> {
+        self.0
+            .get(tenant)
+            .into_iter()
+            .flat_map(|t| t.rows.values().map(|row| &*row.segment))
+    }
+
+    /// `tenant`'s sums over [from, to) as of `generation`: `add` adds one
+    /// row's share to the sums it is given. A row that ended by `to` is
+    /// added to the tenant's running total once, the others every time.
+    pub(super) fn tenant_sums<E>(
+        &self,
+        tenant: &str,
+        generation: u64,
+        from: Timestamp,
+        to: Timestamp,
+        mut add: impl FnMut(&Row, &mut Sums) -> Result<(), E>,
+    ) -> Result<Sums, E> {
+        let Some(tenant) = self.0.get(tenant) else {
+            return Ok(Sums::default());
+        };
+        let mut running = Sums::default();
+        let Ok(mut guard) = tenant.settled.lock() else {
+            // Poisoned by a panic elsewhere: add every row up afresh.
+            for row in tenant.rows.values() {
+                add(row, &mut running)?;
+            }
+            return Ok(running);
+        };
+        let total = match guard.take() {
+            Some(t) if (t.generation, t.from) == (generation, from) && t.to <= to => t,
+            _ => Settled {
+                epoch: next_epoch(),
+                generation,
+                from,
+                to,
+                sums: Sums::default(),
+            },
+        };
+        let total = guard.insert(Settled { to, ..total });
+        for row in tenant.rows.values() {
+            if row.segment.end.is_none_or(|end| end > to) {
+                add(row, &mut running)?;
+            } else if row.counted_in.load(Ordering::Relaxed) != total.epoch {
+                add(row, &mut total.sums)?;
+                row.counted_in.store(total.epoch, Ordering::Relaxed);
+            }
         }
+        running.merge(&total.sums);
+        Ok(running)
     }
 }
 
