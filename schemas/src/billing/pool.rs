@@ -17,7 +17,7 @@ use crate::time::Timestamp;
 
 use super::charges::{Charge, Charged};
 use super::facts::{Facts, PoolFacts, Segment, UseKind};
-use super::segments::Sums;
+use super::segments::{Row, Sums};
 use super::{BillingError, add};
 
 /// A tenant's exact figures in one pool.
@@ -114,16 +114,15 @@ fn segments(
     let generation = facts.generation();
     for row in pool.segments.rows() {
         let s = &row.segment;
-        let Some((a, b)) = s.within(from, to) else {
+        let Some(RowShare {
+            span: (a, b),
+            held,
+            amount,
+            credit,
+        }) = row_share(facts, name, pool, row, generation, from, to)?
+        else {
             continue;
         };
-        let held = s.ge() * Rational::from_integer(b.as_micros() - a.as_micros());
-        let (amount, credit) = row.priced(generation, a, b, || {
-            Ok((
-                facts.segment_compute(s, a, b)?,
-                health_credit(facts, name, pool, s, a, b)?,
-            ))
-        })?;
         let f = match out.tenants.get_mut(&s.tenant) {
             Some(f) => f,
             None => out.tenants.entry(s.tenant.clone()).or_default(),
@@ -181,6 +180,43 @@ fn segments(
     Ok(())
 }
 
+/// What one segment row adds over [from, to): the part of it inside,
+/// GE × microseconds held, compute and health credit.
+struct RowShare {
+    span: (Timestamp, Timestamp),
+    held: Rational,
+    amount: Rational,
+    credit: Rational,
+}
+
+/// `row`'s share of [from, to), or `None` where it lies outside.
+fn row_share(
+    facts: &Facts,
+    name: &str,
+    pool: &PoolFacts,
+    row: &Row,
+    generation: u64,
+    from: Timestamp,
+    to: Timestamp,
+) -> Result<Option<RowShare>, BillingError> {
+    let s = &row.segment;
+    let Some((a, b)) = s.within(from, to) else {
+        return Ok(None);
+    };
+    let (amount, credit) = row.priced(generation, a, b, || {
+        Ok((
+            facts.segment_compute(s, a, b)?,
+            health_credit(facts, name, pool, s, a, b)?,
+        ))
+    })?;
+    Ok(Some(RowShare {
+        span: (a, b),
+        held: s.ge() * Rational::from_integer(b.as_micros() - a.as_micros()),
+        amount,
+        credit,
+    }))
+}
+
 /// One tenant's compute by kind and health credit (budgets): settled
 /// segments come from the tenant's running total, the others are priced
 /// now.
@@ -197,21 +233,13 @@ fn tenant_segments(
     let sums = pool
         .segments
         .tenant_sums(tenant, generation, from, to, |row, sums| {
-            let s = &row.segment;
-            let Some((a, b)) = s.within(from, to) else {
+            let Some(share) = row_share(facts, name, pool, row, generation, from, to)? else {
                 return Ok(());
             };
-            let held = s.ge() * Rational::from_integer(b.as_micros() - a.as_micros());
-            let (amount, credit) = row.priced(generation, a, b, || {
-                Ok((
-                    facts.segment_compute(s, a, b)?,
-                    health_credit(facts, name, pool, s, a, b)?,
-                ))
-            })?;
-            sums.ge_micros = sums.ge_micros.clone() + held;
-            sums.add(compute_line(s.kind), amount);
-            if !credit.is_zero() {
-                sums.add(StatementLine::HealthCredit, -credit);
+            sums.ge_micros = sums.ge_micros.clone() + share.held;
+            sums.add(compute_line(row.segment.kind), share.amount);
+            if !share.credit.is_zero() {
+                sums.add(StatementLine::HealthCredit, -share.credit);
             }
             Ok::<(), BillingError>(())
         })?;

@@ -13,9 +13,12 @@
 //! afresh. The total holds while the generation and the span's start do.
 
 use std::collections::BTreeMap;
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use hashbrown::HashTable;
+use rustc_hash::FxBuildHasher;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::exact::Rational;
@@ -26,10 +29,12 @@ use super::facts::Segment;
 
 /// What identifies a segment within its pool and tenant, (job, attempt,
 /// start): an open row and the closed row of the same segment share it.
-type SegmentKey = (String, i32, Timestamp);
+fn key_of(segment: &Segment) -> (&str, i32, Timestamp) {
+    (&segment.job_id, segment.attempt, segment.start)
+}
 
-fn key_of(segment: &Segment) -> SegmentKey {
-    (segment.job_id.clone(), segment.attempt, segment.start)
+fn hash_of(segment: &Segment) -> u64 {
+    FxBuildHasher.hash_one(key_of(segment))
 }
 
 /// A price worked out: compute and health credit over [from, to), as of a
@@ -142,14 +147,22 @@ fn next_epoch() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// One tenant's segments by key, and its running total.
+/// One tenant's segments, found by key (no order: [`TenantRows::sorted`]
+/// gives key order), and its running total.
 #[derive(Debug, Default)]
 struct TenantRows {
-    rows: BTreeMap<SegmentKey, Row>,
+    rows: HashTable<Row>,
     settled: Mutex<Option<Settled>>,
 }
 
 impl TenantRows {
+    /// The rows in key order.
+    fn sorted(&self) -> Vec<&Row> {
+        let mut rows: Vec<&Row> = self.rows.iter().collect();
+        rows.sort_unstable_by(|a, b| key_of(&a.segment).cmp(&key_of(&b.segment)));
+        rows
+    }
+
     /// The total no longer holds (a counted row was replaced or removed).
     fn forget_total(&mut self) {
         if let Ok(settled) = self.settled.get_mut() {
@@ -182,8 +195,12 @@ impl Segments {
             Some(tenant) => tenant,
             None => self.0.entry(segment.tenant.clone()).or_default(),
         };
+        let hash = hash_of(&segment);
         let key = key_of(&segment);
-        match tenant.rows.get_mut(&key) {
+        match tenant
+            .rows
+            .find_mut(hash, |row| key_of(&row.segment) == key)
+        {
             Some(known) if known.segment.end.is_some() && segment.end.is_none() => {}
             Some(known) => {
                 let counted = known.segment.end.is_some();
@@ -193,7 +210,9 @@ impl Segments {
                 }
             }
             None => {
-                tenant.rows.insert(key, Row::new(segment));
+                tenant
+                    .rows
+                    .insert_unique(hash, Row::new(segment), |row| hash_of(&row.segment));
             }
         }
     }
@@ -201,7 +220,7 @@ impl Segments {
     /// Keeps only the segments `keep` says yes to.
     pub(super) fn retain(&mut self, mut keep: impl FnMut(&Segment) -> bool) {
         for tenant in self.0.values_mut() {
-            tenant.rows.retain(|_, row| keep(&row.segment));
+            tenant.rows.retain(|row| keep(&row.segment));
             tenant.forget_total();
         }
         self.0.retain(|_, tenant| !tenant.rows.is_empty());
@@ -214,15 +233,15 @@ impl Segments {
 
     /// Every segment with its last price, by tenant and key.
     pub(super) fn rows(&self) -> impl Iterator<Item = &Row> {
-        self.0.values().flat_map(|tenant| tenant.rows.values())
+        self.0.values().flat_map(TenantRows::sorted)
     }
 
-    /// `tenant`'s segments, in key order.
+    /// `tenant`'s segments, in no particular order.
     pub(super) fn values_of<'s>(&'s self, tenant: &str) -> impl Iterator<Item = &'s Segment> {
         self.0
             .get(tenant)
             .into_iter()
-            .flat_map(|t| t.rows.values().map(|row| &*row.segment))
+            .flat_map(|t| t.rows.iter().map(|row| &*row.segment))
     }
 
     /// `tenant`'s sums over [from, to) as of `generation`: `add` adds one
@@ -242,7 +261,7 @@ impl Segments {
         let mut running = Sums::default();
         let Ok(mut guard) = tenant.settled.lock() else {
             // Poisoned by a panic elsewhere: add every row up afresh.
-            for row in tenant.rows.values() {
+            for row in &tenant.rows {
                 add(row, &mut running)?;
             }
             return Ok(running);
@@ -258,7 +277,7 @@ impl Segments {
             },
         };
         let total = guard.insert(Settled { to, ..total });
-        for row in tenant.rows.values() {
+        for row in &tenant.rows {
             if row.segment.end.is_none_or(|end| end > to) {
                 add(row, &mut running)?;
             } else if row.counted_in.load(Ordering::Relaxed) != total.epoch {
