@@ -2,7 +2,6 @@
 //! holds, and on-demand capacity asked for when spare or hardware falls short.
 
 use gpuledger_schemas::events::{AdmissionOutcome, AdmissionRequest, HoldKind};
-use std::sync::Arc;
 
 use gpuledger_schemas::{Event, EventBody};
 
@@ -55,9 +54,9 @@ pub(crate) fn request(
         .filter(|w| now < w.until());
     let pool = super::pool_in(&mut ledger.pools, &r.pool)?;
     if let Some(decision) = records.decided.get(&r.pool, &r.request_id) {
-        return match same_request(r, decision) {
+        return match same_request(r, &decision) {
             Ok(()) => {
-                out.repeat(Arc::clone(decision));
+                out.repeat(decision);
                 Ok(())
             }
             Err(seen) => Err(format!(
@@ -127,7 +126,7 @@ pub(crate) fn request(
 
     let Some(kind) = kind else {
         let decision = out.admission(r, AdmissionOutcome::Deny, None, reason, &entitled, &used);
-        records.decided.insert(&r.pool, &r.request_id, decision);
+        records.decided.insert(&r.pool, &r.request_id, &decision);
         return Ok(());
     };
 
@@ -167,7 +166,7 @@ pub(crate) fn request(
             kind,
         );
     }
-    records.decided.insert(&r.pool, &r.request_id, decision);
+    records.decided.insert(&r.pool, &r.request_id, &decision);
     pool.holds.insert(
         key,
         Hold {

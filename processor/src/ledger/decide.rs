@@ -10,6 +10,18 @@ use gpuledger_schemas::{Envelope, Event, Timestamp};
 
 use super::{Ge, Position};
 
+/// The `source` of every decision.
+pub(crate) const SOURCE: &str = "gpuledger-processor";
+
+/// How an admission decision's `event_id` ends.
+pub(crate) const ADMISSION_ID_SUFFIX: &str = "/admission";
+
+/// The `event_id` of the `n`th decision (a `what`) caused by the event
+/// `cause`: the same on every replay.
+pub(crate) fn decision_id(cause: &str, n: usize, what: &str) -> String {
+    format!("{cause}/{n}/{what}")
+}
+
 /// The event being applied: what every decision it causes points back to.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Cause<'e> {
@@ -71,9 +83,9 @@ impl<'a> Decisions<'a> {
     fn push(&mut self, what: &str, body: impl Into<gpuledger_schemas::EventBody>) {
         let n = self.out.len();
         let envelope = Envelope {
-            event_id: format!("{}/{n}/{what}", self.cause.event_id),
+            event_id: decision_id(self.cause.event_id, n, what),
             event_time: self.now,
-            source: "gpuledger-processor".to_owned(),
+            source: SOURCE.to_owned(),
             cluster: self.cause.cluster.to_owned(),
         };
         // Most events decide once or not at all: no room for four.

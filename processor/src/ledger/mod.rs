@@ -12,6 +12,7 @@ mod budgets;
 mod by_attempt;
 mod capacity;
 mod decide;
+mod decided;
 mod ge;
 mod holds;
 mod jobs;

@@ -5,15 +5,12 @@
 //! they stay out of the copy an event is tried on.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
-
-use gpuledger_schemas::Event;
 use gpuledger_schemas::billing::Facts;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::by_attempt::{AttemptKey, ByAttempt};
+use super::decided::Decided;
 
 /// The parts of the state that grow with the ledger, or change only once
 /// an event is known to apply. Each is changed only at the end of a
@@ -27,47 +24,6 @@ pub(crate) struct Records {
     pub(crate) decided: Decided,
     /// Ended attempts by pool and attempt: their tenant.
     pub(crate) ended: Ended,
-}
-
-/// Decided admission requests' decisions (which record what was asked),
-/// by pool, then request_id. A snapshot stores a list of ((pool,
-/// request_id), decision) pairs.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Decided(BTreeMap<String, FxHashMap<String, Arc<Event>>>);
-
-impl Decided {
-    pub(crate) fn get(&self, pool: &str, request_id: &str) -> Option<&Arc<Event>> {
-        self.0.get(pool)?.get(request_id)
-    }
-
-    pub(crate) fn insert(&mut self, pool: &str, request_id: &str, decision: Arc<Event>) {
-        if !self.0.contains_key(pool) {
-            self.0.insert(pool.to_owned(), FxHashMap::default());
-        }
-        if let Some(requests) = self.0.get_mut(pool) {
-            requests.insert(request_id.to_owned(), decision);
-        }
-    }
-}
-
-impl Serialize for Decided {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().flat_map(|(pool, requests)| {
-            let mut sorted: Vec<_> = requests.iter().collect();
-            sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            sorted.into_iter().map(move |(id, d)| ((pool, id), &**d))
-        }))
-    }
-}
-
-impl<'de> Deserialize<'de> for Decided {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let mut decided = Decided::default();
-        for ((pool, id), decision) in Vec::<((String, String), Event)>::deserialize(d)? {
-            decided.insert(&pool, &id, Arc::new(decision));
-        }
-        Ok(decided)
-    }
 }
 
 /// Ended attempts' tenants, by pool, then attempt. A snapshot stores a list
