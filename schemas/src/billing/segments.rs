@@ -53,7 +53,8 @@ struct Memo {
 pub(super) struct Row {
     /// Shared with whoever reported it (the ledger's outcome).
     pub(super) segment: Arc<Segment>,
-    memo: Mutex<Option<Memo>>,
+    /// Boxed: most rows are never priced twice, and a month holds many.
+    memo: Mutex<Option<Box<Memo>>>,
     /// The running total ([`Settled::epoch`]) this row was added to, if any.
     counted_in: AtomicU64,
 }
@@ -88,13 +89,13 @@ impl Row {
         }
         let (compute, credit) = price()?;
         if settled && let Ok(mut memo) = self.memo.lock() {
-            *memo = Some(Memo {
+            *memo = Some(Box::new(Memo {
                 generation,
                 from,
                 to,
                 compute: compute.clone(),
                 credit: credit.clone(),
-            });
+            }));
         }
         Ok((compute, credit))
     }
