@@ -22,7 +22,8 @@ impl Check<'_> {
     }
 
     fn text(&self, field: &str, value: &str) -> Result<()> {
-        if value.trim().is_empty() {
+        // All whitespace (or nothing): stops at the first other character.
+        if value.chars().all(char::is_whitespace) {
             return Err(self.fail(field, "must not be empty"));
         }
         Ok(())
