@@ -8,7 +8,8 @@
 //!
 //! [`first`]: ByAttempt::first
 
-use rustc_hash::FxHashMap;
+use hashbrown::HashMap;
+use rustc_hash::FxBuildHasher;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -29,11 +30,11 @@ impl std::fmt::Display for Named<'_> {
 
 /// Values by (job, attempt).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ByAttempt<V>(FxHashMap<String, Vec<(i32, V)>>);
+pub(crate) struct ByAttempt<V>(HashMap<String, Vec<(i32, V)>, FxBuildHasher>);
 
 impl<V> Default for ByAttempt<V> {
     fn default() -> Self {
-        Self(FxHashMap::default())
+        Self(HashMap::with_hasher(FxBuildHasher))
     }
 }
 
@@ -82,12 +83,10 @@ impl<V> ByAttempt<V> {
     }
 
     fn attempts_of(&mut self, job: &str) -> &mut Vec<(i32, V)> {
-        if !self.0.contains_key(job) {
-            self.0.insert(job.to_owned(), Vec::with_capacity(1));
-        }
+        // One hash of the id; it is copied only for a new job.
         self.0
-            .get_mut(job)
-            .unwrap_or_else(|| unreachable!("the job's attempts were just made"))
+            .entry_ref(job)
+            .or_insert_with(|| Vec::with_capacity(1))
     }
 
     pub(crate) fn remove(&mut self, (job, attempt): AttemptKey<'_>) -> Option<V> {

@@ -168,14 +168,13 @@ impl Holds {
         if hold.kind == HoldKind::Burst {
             change(&mut self.burst);
         }
-        if !self.use_by.contains_key(&hold.tenant) {
-            self.use_by.insert(hold.tenant.clone(), KindSums::default());
-        }
-        if let Some(sums) = self.use_by.get_mut(&hold.tenant) {
-            change(sums.of(hold.kind));
-            if sums.is_zero() {
-                self.use_by.remove(&hold.tenant);
-            }
+        let sums = match self.use_by.get_mut(&hold.tenant) {
+            Some(sums) => sums,
+            None => self.use_by.entry(hold.tenant.clone()).or_default(),
+        };
+        change(sums.of(hold.kind));
+        if sums.is_zero() {
+            self.use_by.remove(&hold.tenant);
         }
     }
 }
