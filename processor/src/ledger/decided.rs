@@ -92,11 +92,7 @@ impl Kept {
             .strip_prefix(d.cause_event_id.as_str())
             .and_then(|rest| rest.strip_prefix('/'))
             .and_then(|rest| rest.strip_suffix(decide::ADMISSION_ID_SUFFIX))
-            .and_then(|n| n.parse::<u32>().ok())
-            .filter(|n| {
-                decide::decision_id(&d.cause_event_id, *n as usize, "admission")
-                    == envelope.event_id
-            });
+            .and_then(canonical_index);
         let Some(index) = index.filter(|_| envelope.source == SOURCE) else {
             return Kept::Whole(Arc::clone(event));
         };
@@ -151,6 +147,14 @@ impl Kept {
         };
         Arc::new(Event::new(envelope, body))
     }
+}
+
+/// `text` as a decision's index, where writing the index back gives the
+/// same text (no sign, no leading zero).
+fn canonical_index(text: &str) -> Option<u32> {
+    let digits = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    let canonical = digits && (text == "0" || !text.starts_with('0'));
+    text.parse().ok().filter(|_| canonical)
 }
 
 /// Texts that repeat across decisions, each stored once.
@@ -217,6 +221,8 @@ mod tests {
             ("e-42/3/admission", SOURCE, true),
             // Not the state machine's own form: kept whole.
             ("e-42/03/admission", SOURCE, false),
+            ("e-42/+3/admission", SOURCE, false),
+            ("e-42//admission", SOURCE, false),
             ("other", SOURCE, false),
             ("e-42/0/admission", "elsewhere", false),
         ] {
