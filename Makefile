@@ -12,6 +12,7 @@ demo: setup build broker
 	deploy/local/demo.sh
 
 test: setup build broker
+	@if [ -z "$$GPULEDGER_KAFKA_BOOTSTRAP" ]; then deploy/local/kafka.sh prune; fi
 	$(CARGO) test --workspace --no-fail-fast
 
 setup:

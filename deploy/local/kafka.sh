@@ -7,6 +7,7 @@
 #   deploy/local/kafka.sh stop      stop it (and wait until it is gone)
 #   deploy/local/kafka.sh status    say whether it runs; exit 0 if it answers
 #   deploy/local/kafka.sh topics    create the gpuledger topics (idempotent)
+#   deploy/local/kafka.sh prune     delete the topics tests leave behind (e2e-*)
 #   deploy/local/kafka.sh reset     stop and delete all data
 #
 # Settings (environment):
@@ -155,6 +156,19 @@ topics() {
   create gpuledger.dlq "${GPULEDGER_DLQ_PARTITIONS:-1}" --config retention.ms=-1
 }
 
+# Every Kafka test makes its own topics (`e2e-<test>-<pid>-<n>.gpuledger.*`)
+# and the broker keeps them; `make test` prunes them first, so a broker used
+# for many runs does not carry thousands of partitions.
+prune() {
+  answers || die "no broker answers on $bootstrap; run: deploy/local/kafka.sh start"
+  local n
+  n=$(kcat -b "$bootstrap" -L -m 10 2>/dev/null | grep -c '^  topic "e2e-' || true)
+  if [ "$n" -eq 0 ]; then say "no test topics to delete"; return 0; fi
+  run_class org.apache.kafka.tools.TopicCommand --bootstrap-server "$bootstrap" --delete \
+    --if-exists --topic 'e2e-.*' >/dev/null
+  say "deleted $n test topics"
+}
+
 reset() {
   stop
   rm -rf "$data"
@@ -167,6 +181,7 @@ case "${1:-}" in
   stop) stop ;;
   status) status ;;
   topics) topics ;;
+  prune) prune ;;
   reset) reset ;;
   *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
