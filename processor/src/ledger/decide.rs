@@ -13,8 +13,8 @@ use super::{Ge, Position};
 /// The `source` of every decision.
 pub(crate) const SOURCE: &str = "gpuledger-processor";
 
-/// How an admission decision's `event_id` ends.
-pub(crate) const ADMISSION_ID_SUFFIX: &str = "/admission";
+/// What an admission decision's `event_id` names it (its last part).
+pub(crate) const ADMISSION: &str = "admission";
 
 /// The `event_id` of the `n`th decision (a `what`) caused by the event
 /// `cause`: the same on every replay.
@@ -132,7 +132,7 @@ impl<'a> Decisions<'a> {
             ledger_offset: self.offset(),
             cause_event_id: self.cause_id(),
         };
-        self.push("admission", body);
+        self.push(ADMISSION, body);
         self.out
             .last()
             .cloned()

@@ -91,7 +91,8 @@ impl Kept {
             .event_id
             .strip_prefix(d.cause_event_id.as_str())
             .and_then(|rest| rest.strip_prefix('/'))
-            .and_then(|rest| rest.strip_suffix(decide::ADMISSION_ID_SUFFIX))
+            .and_then(|rest| rest.strip_suffix(decide::ADMISSION))
+            .and_then(|rest| rest.strip_suffix('/'))
             .and_then(canonical_index);
         let Some(index) = index.filter(|_| envelope.source == SOURCE) else {
             return Kept::Whole(Arc::clone(event));
@@ -123,7 +124,7 @@ impl Kept {
             Kept::Compact(c) => c,
         };
         let envelope = Envelope {
-            event_id: decide::decision_id(&c.cause_event_id, c.index as usize, "admission"),
+            event_id: decide::decision_id(&c.cause_event_id, c.index as usize, decide::ADMISSION),
             event_time: c.event_time,
             source: SOURCE.to_owned(),
             cluster: c.cluster.to_string(),

@@ -50,16 +50,11 @@ pub(super) enum Scope<'a> {
     Tenant(&'a str),
 }
 
-impl<'a> Scope<'a> {
+impl Scope<'_> {
     pub(super) fn covers(self, tenant: &str) -> bool {
-        self.tenant().is_none_or(|t| t == tenant)
-    }
-
-    /// The one tenant covered, or `None` for every tenant.
-    pub(super) fn tenant(self) -> Option<&'a str> {
         match self {
-            Scope::Pool => None,
-            Scope::Tenant(t) => Some(t),
+            Scope::Pool => true,
+            Scope::Tenant(t) => t == tenant,
         }
     }
 }
@@ -100,8 +95,8 @@ fn segments(
     if let Scope::Tenant(tenant) = scope {
         return tenant_segments(facts, name, pool, from, to, tenant, out);
     }
-    // Failed and retried work are statement breakdowns: a tenant's own
-    // figures (budgets) do without them.
+    // A statement: every tenant, with failed and retried work and the
+    // charges behind each line (a tenant's own figures do without them).
     let mut last_attempt: BTreeMap<&str, i32> = BTreeMap::new();
     let mut final_state: BTreeMap<(&str, i32), JobState> = BTreeMap::new();
     for s in pool.segments.values() {
@@ -145,36 +140,34 @@ fn segments(
         if !credit.is_zero() {
             add(&mut f.lines, StatementLine::HealthCredit, -credit.clone());
         }
-        {
-            let charged = || Charged::Attempt {
-                job_id: s.job_id.clone(),
-                attempt: s.attempt,
-                kind: s.kind,
-                model: s.model.clone(),
-                slices: s.slices,
-                max_slices: s.max_slices,
-            };
-            let gpu_hours = ge_hours(&s.ge(), b.as_micros() - a.as_micros());
+        let charged = || Charged::Attempt {
+            job_id: s.job_id.clone(),
+            attempt: s.attempt,
+            kind: s.kind,
+            model: s.model.clone(),
+            slices: s.slices,
+            max_slices: s.max_slices,
+        };
+        let gpu_hours = ge_hours(&s.ge(), b.as_micros() - a.as_micros());
+        f.charges.push(Charge::new(
+            &s.tenant,
+            name,
+            line,
+            charged(),
+            (a, b),
+            Some(gpu_hours),
+            amount,
+        ));
+        if !credit.is_zero() {
             f.charges.push(Charge::new(
                 &s.tenant,
                 name,
-                line,
+                StatementLine::HealthCredit,
                 charged(),
                 (a, b),
-                Some(gpu_hours),
-                amount,
+                None,
+                -credit,
             ));
-            if !credit.is_zero() {
-                f.charges.push(Charge::new(
-                    &s.tenant,
-                    name,
-                    StatementLine::HealthCredit,
-                    charged(),
-                    (a, b),
-                    None,
-                    -credit,
-                ));
-            }
         }
     }
     Ok(())
