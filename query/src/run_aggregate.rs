@@ -1,0 +1,497 @@
+//! Partial aggregation that looks a group up once per run of equal keys.
+//!
+//! History is written sorted (samples by device, then time), so the columns
+//! people group by — pool, tenant, model, the date of the file — keep the
+//! same value for hundreds or thousands of rows in a row. DataFusion's
+//! partial aggregation hashes and compares the key of every row.
+//! [`RunAggregateExec`] first finds where the key changes (one vectorised
+//! comparison of each row with the one before it), interns only the first
+//! row of each run, and hands the accumulators that group for the whole
+//! run. A batch whose runs are short (under [`MIN_RUN`] rows on average) is
+//! interned row by row, as DataFusion would.
+//!
+//! The group table, the accumulators and the output (groups, then each
+//! aggregate's partial state) are DataFusion's own, so the final stage
+//! above cannot tell which operator fed it. [`RunAggregate`] is the physical
+//! optimizer rule that puts the operator in place of the partial
+//! aggregations it can stand for.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
+use datafusion::arrow::compute::{partition, prep_null_mask_filter, take};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
+use datafusion::common::{Result, internal_err};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::group_values::{GroupValues, new_group_values};
+use datafusion::physical_plan::aggregates::order::GroupOrdering;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, InputOrderMode,
+    PlanProperties, ReplaceChildrenOptions,
+};
+use futures::StreamExt;
+
+/// The shortest average run, in rows, for which a batch is interned run by
+/// run; below it every row is interned.
+pub const MIN_RUN: usize = 4;
+
+/// The physical optimizer rule that puts [`RunAggregateExec`] in place of
+/// every partial aggregation it can stand for (see [`RunAggregateExec::of`]).
+#[derive(Debug, Default)]
+pub struct RunAggregate;
+
+impl PhysicalOptimizerRule for RunAggregate {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| match RunAggregateExec::of(&node) {
+            Some(exec) => Ok(Transformed::yes(Arc::new(exec) as Arc<dyn ExecutionPlan>)),
+            None => Ok(Transformed::no(node)),
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        "run_aggregate"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// A partial `AggregateExec` that interns one key per run of equal keys.
+#[derive(Debug)]
+pub struct RunAggregateExec {
+    /// The partial aggregation this operator stands for: its expressions,
+    /// its output schema and its properties.
+    inner: Arc<dyn ExecutionPlan>,
+    input: Arc<dyn ExecutionPlan>,
+    group_exprs: Vec<Arc<dyn PhysicalExpr>>,
+    group_schema: SchemaRef,
+    aggregates: Vec<Arc<AggregateFunctionExpr>>,
+    filters: Vec<Option<Arc<dyn PhysicalExpr>>>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl RunAggregateExec {
+    /// The operator for `plan` when `plan` is a partial aggregation it can
+    /// stand for: one plain grouping (no grouping sets), every aggregate
+    /// with a groups accumulator and neither `DISTINCT` nor `ORDER BY`, no
+    /// limit, no dynamic filter, and input in no useful order (an ordered
+    /// input is DataFusion's streaming aggregation's to handle).
+    pub fn of(plan: &Arc<dyn ExecutionPlan>) -> Option<Self> {
+        let aggregate = plan.downcast_ref::<AggregateExec>()?;
+        let group_by = aggregate.group_expr();
+        let applies = *aggregate.mode() == AggregateMode::Partial
+            && group_by.is_single()
+            && !group_by.expr().is_empty()
+            && aggregate.limit_options().is_none()
+            && aggregate.dynamic_expressions_produced().is_empty()
+            && *aggregate.input_order_mode() == InputOrderMode::Linear
+            && aggregate.aggr_expr().iter().all(|a| {
+                a.groups_accumulator_supported() && !a.is_distinct() && a.order_bys().is_empty()
+            });
+        if !applies {
+            return None;
+        }
+        let group_schema = group_by.group_schema(&aggregate.input_schema()).ok()?;
+        Some(Self {
+            inner: Arc::clone(plan),
+            input: Arc::clone(aggregate.input()),
+            group_exprs: group_by.expr().iter().map(|(e, _)| Arc::clone(e)).collect(),
+            group_schema,
+            aggregates: aggregate.aggr_expr().to_vec(),
+            filters: aggregate.filter_expr().to_vec(),
+            metrics: ExecutionPlanMetricsSet::new(),
+        })
+    }
+}
+
+impl DisplayAs for RunAggregateExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RunAggregateExec (one lookup per run of equal keys) as ")?;
+        self.inner.fmt_as(t, f)
+    }
+}
+
+impl ExecutionPlan for RunAggregateExec {
+    fn name(&self) -> &str {
+        "RunAggregateExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.inner.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        self.inner.apply_expressions(f)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+        options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let inner = Arc::clone(&self.inner).replace_children(children, options)?;
+        Ok(match Self::of(&inner) {
+            Some(exec) => Arc::new(exec),
+            None => inner,
+        })
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, Arc::clone(&context))?;
+        let aggregator = Aggregator {
+            schema: self.schema(),
+            group_exprs: self.group_exprs.clone(),
+            groups: new_group_values(Arc::clone(&self.group_schema), &GroupOrdering::None)?,
+            args: self.aggregates.iter().map(|a| a.expressions()).collect(),
+            filters: self.filters.clone(),
+            accumulators: self
+                .aggregates
+                .iter()
+                .map(|a| a.create_groups_accumulator())
+                .collect::<Result<_>>()?,
+            indices: Vec::new(),
+            run_groups: Vec::new(),
+            batch_size: context.session_config().batch_size(),
+            reservation: MemoryConsumer::new(format!("RunAggregateExec[{partition}]"))
+                .with_can_spill(true)
+                .register(context.memory_pool()),
+            metrics: BaselineMetrics::new(&self.metrics, partition),
+        };
+        let state = (Some(input), aggregator, VecDeque::<RecordBatch>::new());
+        let stream = futures::stream::unfold(state, |(mut input, mut agg, mut ready)| async move {
+            loop {
+                if let Some(batch) = ready.pop_front() {
+                    agg.metrics.record_output(batch.num_rows());
+                    return Some((Ok(batch), (input, agg, ready)));
+                }
+                let next = input.as_mut()?.next().await;
+                let step = match next {
+                    Some(Ok(batch)) => agg.push(&batch, &mut ready),
+                    Some(Err(e)) => Err(e),
+                    None => {
+                        input = None;
+                        agg.emit(&mut ready)
+                    }
+                };
+                if let Err(e) = step {
+                    return Some((Err(e), (None, agg, VecDeque::new())));
+                }
+            }
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema(),
+            stream,
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
+
+/// The state of one partition's partial aggregation.
+struct Aggregator {
+    /// The partial aggregation's output: groups, then each aggregate's state.
+    schema: SchemaRef,
+    group_exprs: Vec<Arc<dyn PhysicalExpr>>,
+    groups: Box<dyn GroupValues>,
+    args: Vec<Vec<Arc<dyn PhysicalExpr>>>,
+    filters: Vec<Option<Arc<dyn PhysicalExpr>>>,
+    accumulators: Vec<Box<dyn GroupsAccumulator>>,
+    /// The group of each row of the batch at hand.
+    indices: Vec<usize>,
+    /// The group of each run of the batch at hand.
+    run_groups: Vec<usize>,
+    batch_size: usize,
+    reservation: MemoryReservation,
+    metrics: BaselineMetrics,
+}
+
+impl Aggregator {
+    /// Adds `batch` to the groups. Should the memory pool refuse the groups
+    /// their room, they are emitted into `ready` and the aggregation starts
+    /// afresh (a partial aggregation may emit at any time).
+    fn push(&mut self, batch: &RecordBatch, ready: &mut VecDeque<RecordBatch>) -> Result<()> {
+        let rows = batch.num_rows();
+        if rows == 0 {
+            return Ok(());
+        }
+        let elapsed = self.metrics.elapsed_compute().clone();
+        let _timer = elapsed.timer();
+        let keys = evaluate(&self.group_exprs, batch)?;
+        self.assign_groups(&keys)?;
+        let total_groups = self.groups.len();
+        for ((accumulator, args), filter) in self
+            .accumulators
+            .iter_mut()
+            .zip(&self.args)
+            .zip(&self.filters)
+        {
+            let values = evaluate(args, batch)?;
+            let filter = match filter {
+                Some(f) => {
+                    let mask = f.evaluate(batch)?.into_array(rows)?;
+                    let Some(mask) = mask.as_boolean_opt() else {
+                        return internal_err!("an aggregate's FILTER is not boolean");
+                    };
+                    // A null is not true: the row is left out.
+                    Some(match mask.nulls() {
+                        Some(_) => prep_null_mask_filter(mask),
+                        None => mask.clone(),
+                    })
+                }
+                None => None,
+            };
+            accumulator.update_batch(&values, &self.indices, filter.as_ref(), total_groups)?;
+        }
+        let held = self.groups.size()
+            + self.accumulators.iter().map(|a| a.size()).sum::<usize>()
+            + self.indices.capacity() * size_of::<usize>();
+        if self.reservation.try_resize(held).is_err() {
+            self.emit(ready)?;
+        }
+        Ok(())
+    }
+
+    /// Fills `indices` with the group of every row of `keys`.
+    fn assign_groups(&mut self, keys: &[ArrayRef]) -> Result<()> {
+        let rows = keys[0].len();
+        self.indices.clear();
+        let runs = partition(keys)?;
+        if runs.len() * MIN_RUN > rows {
+            return self.groups.intern(keys, &mut self.indices);
+        }
+        let ranges = runs.ranges();
+        let starts = UInt32Array::from_iter_values(ranges.iter().map(|r| r.start as u32));
+        let firsts = keys
+            .iter()
+            .map(|k| take(k.as_ref(), &starts, None))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.run_groups.clear();
+        self.groups.intern(&firsts, &mut self.run_groups)?;
+        for (range, &group) in ranges.iter().zip(&self.run_groups) {
+            self.indices
+                .extend(std::iter::repeat_n(group, range.end - range.start));
+        }
+        Ok(())
+    }
+
+    /// Moves every group, with each aggregate's state, into `ready`, in
+    /// batches of the session's batch size.
+    fn emit(&mut self, ready: &mut VecDeque<RecordBatch>) -> Result<()> {
+        if self.groups.is_empty() {
+            return Ok(());
+        }
+        let mut columns = self.groups.emit(EmitTo::All)?;
+        for accumulator in &mut self.accumulators {
+            columns.extend(accumulator.state(EmitTo::All)?);
+        }
+        let batch = RecordBatch::try_new(Arc::clone(&self.schema), columns)?;
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            let len = self.batch_size.max(1).min(batch.num_rows() - offset);
+            ready.push_back(batch.slice(offset, len));
+            offset += len;
+        }
+        self.reservation.free();
+        Ok(())
+    }
+}
+
+/// Each of `exprs` evaluated over `batch`, as arrays.
+fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+    exprs
+        .iter()
+        .map(|e| e.evaluate(batch)?.into_array(batch.num_rows()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{Float64Array, Int32Array, Int64Array, StringViewArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::arrow::util::pretty::pretty_format_batches;
+    use datafusion::datasource::MemTable;
+    use datafusion::execution::session_state::SessionStateBuilder;
+    use datafusion::physical_plan::{collect, displayable};
+    use datafusion::prelude::{SessionConfig, SessionContext};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Keys of both lengths a string view stores: inline (up to 12 bytes)
+    /// and in a data buffer.
+    const NAMES: [&str; 4] = ["pool-a", "pool-b", "a-pool-name-longer-than-twelve", "c"];
+
+    /// One run of rows sharing a key: (name or null, number or null,
+    /// length).
+    type Run = (Option<usize>, Option<i32>, usize);
+
+    fn table(runs: &[Run], batch_rows: usize) -> MemTable {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("name", DataType::Utf8View, true),
+            Field::new("n", DataType::Int32, true),
+            Field::new("v", DataType::Float64, true),
+            Field::new("w", DataType::Int64, false),
+        ]));
+        let mut names = Vec::new();
+        let mut ns = Vec::new();
+        for &(name, n, len) in runs {
+            for _ in 0..len {
+                names.push(name.map(|i| NAMES[i]));
+                ns.push(n);
+            }
+        }
+        let rows = names.len();
+        // Halves only, and few: every sum is exact in any order.
+        let v: Float64Array = (0..rows)
+            .map(|i| (i % 5 != 0).then_some((i % 9) as f64 * 0.5))
+            .collect();
+        let w = Int64Array::from_iter_values((0..rows).map(|i| (i as i64 % 13) - 6));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(StringViewArray::from(names)),
+                Arc::new(Int32Array::from(ns)),
+                Arc::new(v),
+                Arc::new(w),
+            ],
+        )
+        .unwrap();
+        // Two partitions, each in batches of `batch_rows`.
+        let mut partitions = vec![Vec::new(), Vec::new()];
+        let mut offset = 0;
+        while offset < rows {
+            let len = batch_rows.min(rows - offset);
+            partitions[(offset / batch_rows) % 2].push(batch.slice(offset, len));
+            offset += len;
+        }
+        MemTable::try_new(schema, partitions).unwrap()
+    }
+
+    fn session(with_rule: bool) -> SessionContext {
+        let config = SessionConfig::new().with_target_partitions(2);
+        let mut state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features();
+        if with_rule {
+            state = state.with_physical_optimizer_rule(Arc::new(RunAggregate));
+        }
+        SessionContext::new_with_state(state.build())
+    }
+
+    /// The answer to `sql` over `table`, sorted, and whether the plan ran
+    /// through a [`RunAggregateExec`].
+    async fn answer(ctx: &SessionContext, sql: &str) -> (String, bool) {
+        let plan = ctx
+            .sql(sql)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        let shown = displayable(plan.as_ref()).indent(false).to_string();
+        let batches = collect(plan, ctx.task_ctx()).await.unwrap();
+        let text = pretty_format_batches(&batches).unwrap().to_string();
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.sort_unstable();
+        (lines.join("\n"), shown.contains("RunAggregateExec"))
+    }
+
+    const QUERIES: [&str; 5] = [
+        "SELECT name, n, sum(w), avg(v), count(*), min(v), max(w), \
+         count(v) FILTER (WHERE w > 0) FROM t GROUP BY name, n",
+        "SELECT name, count(*), sum(v) FROM t WHERE w > -3 AND name IS NOT NULL GROUP BY name",
+        "SELECT n, sum(CASE WHEN v < 2 THEN w ELSE 0 END) FROM t GROUP BY n",
+        "SELECT name || 'x' AS k, n + 1 AS m, count(*) FROM t GROUP BY k, m",
+        // Planned as a grouping by (name, n) under one by name.
+        "SELECT name, count(DISTINCT n) FROM t GROUP BY name",
+    ];
+
+    fn runs() -> impl Strategy<Value = Vec<Run>> {
+        proptest::collection::vec(
+            (
+                proptest::option::of(0..NAMES.len()),
+                proptest::option::of(0..3i32),
+                // Mostly long runs, some of a single row.
+                prop_oneof![1 => Just(1usize), 3 => 2..60usize],
+            ),
+            0..60,
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// Long runs, short runs, nulls, both kinds of string view and
+        /// batches split anywhere: the same groups and sums as DataFusion's
+        /// own partial aggregation.
+        #[test]
+        fn answers_as_the_hash_aggregation(runs in runs(), batch_rows in 1..200usize) {
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            runtime.block_on(async {
+                let plain = session(false);
+                let with_runs = session(true);
+                plain.register_table("t", Arc::new(table(&runs, batch_rows))).unwrap();
+                with_runs.register_table("t", Arc::new(table(&runs, batch_rows))).unwrap();
+                for sql in QUERIES {
+                    let (want, used) = answer(&plain, sql).await;
+                    assert!(!used);
+                    let (got, used) = answer(&with_runs, sql).await;
+                    assert!(used, "{sql}: no RunAggregateExec in the plan");
+                    assert_eq!(want, got, "{sql}");
+                }
+            });
+        }
+    }
+
+    /// Grouping sets keep DataFusion's operator.
+    #[tokio::test]
+    async fn leaves_what_it_cannot_stand_for() {
+        let ctx = session(true);
+        ctx.register_table("t", Arc::new(table(&[(Some(0), Some(1), 10)], 4)))
+            .unwrap();
+        let sql = "SELECT name, n, count(*) FROM t GROUP BY ROLLUP (name, n)";
+        let (_, used) = answer(&ctx, sql).await;
+        assert!(!used, "{sql}");
+    }
+}
