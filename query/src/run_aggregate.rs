@@ -8,7 +8,10 @@
 //! comparison of each row with the one before it), interns only the first
 //! row of each run, and hands the accumulators that group for the whole
 //! run. A batch whose runs are short (under [`MIN_RUN`] rows on average) is
-//! interned row by row, as DataFusion would.
+//! interned row by row. When the first batch of a partition has short runs
+//! (a grouping by something near unique), the whole partition goes to
+//! DataFusion's own operator, which also knows when partial aggregation is
+//! not worth doing at all.
 //!
 //! The group table, the accumulators and the output (groups, then each
 //! aggregate's partial state) are DataFusion's own, so the final stage
@@ -41,7 +44,7 @@ use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, InputOrderMode,
     PlanProperties, ReplaceChildrenOptions,
 };
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 
 /// The shortest average run, in rows, for which a batch is interned run by
 /// run; below it every row is interned.
@@ -176,7 +179,7 @@ impl ExecutionPlan for RunAggregateExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let input = self.input.execute(partition, Arc::clone(&context))?;
+        let mut input = self.input.execute(partition, Arc::clone(&context))?;
         let aggregator = Aggregator {
             schema: self.schema(),
             group_exprs: self.group_exprs.clone(),
@@ -196,27 +199,41 @@ impl ExecutionPlan for RunAggregateExec {
                 .register(context.memory_pool()),
             metrics: BaselineMetrics::new(&self.metrics, partition),
         };
-        let state = (Some(input), aggregator, VecDeque::<RecordBatch>::new());
-        let stream = futures::stream::unfold(state, |(mut input, mut agg, mut ready)| async move {
-            loop {
-                if let Some(batch) = ready.pop_front() {
-                    agg.metrics.record_output(batch.num_rows());
-                    return Some((Ok(batch), (input, agg, ready)));
+        let inner = Arc::clone(&self.inner);
+        let input_properties = Arc::clone(self.input.properties());
+        // The first batch decides: keys in runs, this operator; keys that
+        // change from row to row (a grouping by something near unique),
+        // DataFusion's own, which also knows when to skip partial
+        // aggregation altogether.
+        let decided = async move {
+            let first = loop {
+                match input.next().await {
+                    Some(Ok(batch)) if batch.num_rows() == 0 => continue,
+                    Some(Ok(batch)) => break Some(batch),
+                    Some(Err(e)) => return Err(e),
+                    None => break None,
                 }
-                let next = input.as_mut()?.next().await;
-                let step = match next {
-                    Some(Ok(batch)) => agg.push(&batch, &mut ready),
-                    Some(Err(e)) => Err(e),
-                    None => {
-                        input = None;
-                        agg.emit(&mut ready)
-                    }
-                };
-                if let Err(e) = step {
-                    return Some((Err(e), (None, agg, VecDeque::new())));
-                }
+            };
+            let in_runs = match &first {
+                Some(batch) => average_run(&evaluate(&aggregator.group_exprs, batch)?)? >= MIN_RUN,
+                None => true,
+            };
+            let schema = input.schema();
+            let input: SendableRecordBatchStream = Box::pin(RecordBatchStreamAdapter::new(
+                schema,
+                futures::stream::iter(first.map(Ok)).chain(input),
+            ));
+            if in_runs {
+                Ok(aggregator.run(input))
+            } else {
+                let resumed = Arc::new(Resumed::new(input, input_properties));
+                let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Keep);
+                inner
+                    .replace_children(vec![resumed], options)?
+                    .execute(partition, context)
             }
-        });
+        };
+        let stream = futures::stream::once(decided).try_flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.schema(),
             stream,
@@ -247,6 +264,33 @@ struct Aggregator {
 }
 
 impl Aggregator {
+    /// The partial aggregation of `input`, as a stream of its output.
+    fn run(self, input: SendableRecordBatchStream) -> SendableRecordBatchStream {
+        let schema = Arc::clone(&self.schema);
+        let state = (Some(input), self, VecDeque::<RecordBatch>::new());
+        let stream = futures::stream::unfold(state, |(mut input, mut agg, mut ready)| async move {
+            loop {
+                if let Some(batch) = ready.pop_front() {
+                    agg.metrics.record_output(batch.num_rows());
+                    return Some((Ok(batch), (input, agg, ready)));
+                }
+                let next = input.as_mut()?.next().await;
+                let step = match next {
+                    Some(Ok(batch)) => agg.push(&batch, &mut ready),
+                    Some(Err(e)) => Err(e),
+                    None => {
+                        input = None;
+                        agg.emit(&mut ready)
+                    }
+                };
+                if let Err(e) = step {
+                    return Some((Err(e), (None, agg, VecDeque::new())));
+                }
+            }
+        });
+        Box::pin(RecordBatchStreamAdapter::new(schema, stream))
+    }
+
     /// Adds `batch` to the groups. Should the memory pool refuse the groups
     /// their room, they are emitted into `ready` and the aggregation starts
     /// afresh (a partial aggregation may emit at any time).
@@ -294,10 +338,11 @@ impl Aggregator {
 
     /// Fills `indices` with the group of every row of `keys`.
     fn assign_groups(&mut self, keys: &[ArrayRef]) -> Result<()> {
-        let rows = keys[0].len();
+        let rows = keys.first().map_or(0, |k| k.len());
         self.indices.clear();
         let runs = partition(keys)?;
         if runs.len() * MIN_RUN > rows {
+            // Short runs here: every row looked up.
             return self.groups.intern(keys, &mut self.indices);
         }
         let ranges = runs.ranges();
@@ -337,6 +382,79 @@ impl Aggregator {
     }
 }
 
+/// The average length of the runs of equal rows of `keys`.
+fn average_run(keys: &[ArrayRef]) -> Result<usize> {
+    let rows = keys.first().map_or(0, |k| k.len());
+    let runs = partition(keys)?.len();
+    Ok(rows / runs.max(1))
+}
+
+/// An input already started: the stream of one partition, handed to the
+/// `AggregateExec` that takes over from a [`RunAggregateExec`].
+struct Resumed {
+    stream: std::sync::Mutex<Option<SendableRecordBatchStream>>,
+    properties: Arc<PlanProperties>,
+}
+
+impl Resumed {
+    fn new(stream: SendableRecordBatchStream, properties: Arc<PlanProperties>) -> Self {
+        Self {
+            stream: std::sync::Mutex::new(Some(stream)),
+            properties,
+        }
+    }
+}
+
+impl fmt::Debug for Resumed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Resumed")
+    }
+}
+
+impl DisplayAs for Resumed {
+    fn fmt_as(&self, _: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Resumed: an input already started")
+    }
+}
+
+impl ExecutionPlan for Resumed {
+    fn name(&self) -> &str {
+        "Resumed"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.is_empty() {
+            return Ok(self);
+        }
+        internal_err!("a resumed input has no children")
+    }
+
+    fn execute(&self, _: usize, _: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        match self.stream.lock().ok().and_then(|mut s| s.take()) {
+            Some(stream) => Ok(stream),
+            None => internal_err!("a resumed input was executed twice"),
+        }
+    }
+}
+
 /// Each of `exprs` evaluated over `batch`, as arrays.
 fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
     exprs
@@ -350,6 +468,7 @@ mod tests {
     use datafusion::arrow::array::{Float64Array, Int32Array, Int64Array, StringViewArray};
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use datafusion::arrow::util::pretty::pretty_format_batches;
+    use datafusion::common::tree_node::TreeNode;
     use datafusion::datasource::MemTable;
     use datafusion::execution::session_state::SessionStateBuilder;
     use datafusion::physical_plan::{collect, displayable};
@@ -481,6 +600,53 @@ mod tests {
                     assert_eq!(want, got, "{sql}");
                 }
             });
+        }
+    }
+
+    /// How many rows the [`RunAggregateExec`] of the plan run for `sql`
+    /// put out itself (none when it handed its input to DataFusion's
+    /// operator), and the answer.
+    async fn rows_out_of_runs(ctx: &SessionContext, sql: &str) -> (usize, String) {
+        let plan = ctx
+            .sql(sql)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
+        let mut out = None;
+        plan.apply(|node| {
+            if node.name() == "RunAggregateExec" {
+                out = node.metrics().and_then(|m| m.output_rows());
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })
+        .unwrap();
+        let text = pretty_format_batches(&batches).unwrap().to_string();
+        (out.expect("a RunAggregateExec"), text)
+    }
+
+    /// Keys in runs are aggregated run by run; keys that change on every
+    /// row go to DataFusion's operator whole. Both give the same answer.
+    #[tokio::test]
+    async fn hands_keys_without_runs_to_datafusion() {
+        let sql = "SELECT n, count(*), sum(w) FROM t GROUP BY n ORDER BY n";
+        let long: Vec<Run> = (0..6).map(|i| (Some(0), Some(i % 3), 50)).collect();
+        let single: Vec<Run> = (0..300).map(|i| (Some(0), Some(i % 3), 1)).collect();
+        for (runs, by_runs) in [(long, true), (single, false)] {
+            let plain = session(false);
+            plain
+                .register_table("t", Arc::new(table(&runs, 64)))
+                .unwrap();
+            let (want, _) = answer(&plain, sql).await;
+            let ctx = session(true);
+            ctx.register_table("t", Arc::new(table(&runs, 64))).unwrap();
+            let (out, got) = rows_out_of_runs(&ctx, sql).await;
+            assert_eq!(out > 0, by_runs, "rows out of runs: {out}");
+            let mut got: Vec<&str> = got.lines().collect();
+            got.sort_unstable();
+            assert_eq!(want, got.join("\n"));
         }
     }
 
