@@ -538,16 +538,15 @@ mod tests {
         SessionContext::new_with_state(state.build())
     }
 
+    async fn physical_plan(ctx: &SessionContext, sql: &str) -> Arc<dyn ExecutionPlan> {
+        let frame = ctx.sql(sql).await.unwrap();
+        frame.create_physical_plan().await.unwrap()
+    }
+
     /// The answer to `sql` over `table`, sorted, and whether the plan ran
     /// through a [`RunAggregateExec`].
     async fn answer(ctx: &SessionContext, sql: &str) -> (String, bool) {
-        let plan = ctx
-            .sql(sql)
-            .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap();
+        let plan = physical_plan(ctx, sql).await;
         let shown = displayable(plan.as_ref()).indent(false).to_string();
         let batches = collect(plan, ctx.task_ctx()).await.unwrap();
         let text = pretty_format_batches(&batches).unwrap().to_string();
@@ -607,13 +606,7 @@ mod tests {
     /// put out itself (none when it handed its input to DataFusion's
     /// operator), and the answer.
     async fn rows_out_of_runs(ctx: &SessionContext, sql: &str) -> (usize, String) {
-        let plan = ctx
-            .sql(sql)
-            .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap();
+        let plan = physical_plan(ctx, sql).await;
         let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
         let mut out = None;
         plan.apply(|node| {
@@ -661,13 +654,7 @@ mod tests {
         let runs: Vec<Run> = (0..40).map(|i| (Some(0), Some(i % 3), 10)).collect();
         let ctx = session(true);
         ctx.register_table("t", Arc::new(table(&runs, 50))).unwrap();
-        let plan = ctx
-            .sql("SELECT n, count(*) FROM t GROUP BY n")
-            .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap();
+        let plan = physical_plan(&ctx, "SELECT n, count(*) FROM t GROUP BY n").await;
         let mut partial = None;
         plan.apply(|node| {
             if node.name() == "RunAggregateExec" {
