@@ -37,6 +37,44 @@ pub struct ApiState {
     pub k8s: Arc<K8sMapping>,
     /// The ledger worker's state, read for availability, tenant views and dry runs.
     pub ledgers: SharedLedgers,
+    ids: Arc<EventIds>,
+}
+
+/// Ids for the events the API creates: unique per call, also for calls in
+/// the same microsecond (the ledger ignores a repeated id as a duplicate)
+/// and across instances and restarts.
+#[derive(Debug)]
+struct EventIds {
+    /// Tells this process's ids from any other's.
+    instance: String,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl EventIds {
+    fn new() -> Self {
+        use std::hash::{BuildHasher, Hasher};
+        // The standard library seeds each `RandomState` from the system's
+        // randomness; mixed with the start time.
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_i64(Timestamp::now().as_micros());
+        hasher.write_u32(std::process::id());
+        Self {
+            instance: format!("{:08x}", hasher.finish() as u32),
+            next: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// `api-<type>-<key>-<micros>-<instance>-<sequence>`.
+    fn make(&self, body: &EventBody, now: Timestamp) -> String {
+        let sequence = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!(
+            "api-{}-{}-{}-{}-{sequence}",
+            body.event_type().name(),
+            body.key(),
+            now.as_micros(),
+            self.instance,
+        )
+    }
 }
 
 impl std::fmt::Debug for ApiState {
@@ -70,6 +108,7 @@ impl ApiState {
             waiters: Waiters::default(),
             cluster: cluster.to_owned(),
             admission_timeout,
+            ids: Arc::new(EventIds::new()),
         })
     }
 }
@@ -336,12 +375,7 @@ impl ApiState {
         let now = Timestamp::now();
         Event::new(
             Envelope {
-                event_id: format!(
-                    "api-{}-{}-{}",
-                    body.event_type().name(),
-                    body.key(),
-                    now.as_micros()
-                ),
+                event_id: self.ids.make(&body, now),
                 event_time: now,
                 source: "control-api".to_owned(),
                 cluster: self.cluster.clone(),
@@ -645,4 +679,28 @@ fn read_ledgers(
             "ledger state unavailable",
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuledger_schemas::events::Clock;
+
+    /// Calls in the same microsecond, of one instance or of two, get ids
+    /// of their own: a repeated id would be dropped by the ledger as a
+    /// duplicate and its caller handed another call's answer.
+    #[test]
+    fn event_ids_differ_within_a_microsecond_and_between_instances() {
+        let now = Timestamp::now();
+        let body = EventBody::from(Clock {
+            pool: "h200".into(),
+            now: None,
+        });
+        let (a, b) = (EventIds::new(), EventIds::new());
+        let ids: std::collections::HashSet<String> = (0..1_000)
+            .flat_map(|_| [a.make(&body, now), b.make(&body, now)])
+            .collect();
+        assert_eq!(ids.len(), 2_000);
+        assert!(ids.iter().all(|id| id.starts_with("api-Clock-h200-")));
+    }
 }
