@@ -4,10 +4,11 @@
 //! an event: the decisions the event causes or its rejection, or for an
 //! admission the decision of its `request_id` (a repeated request is
 //! answered with the original decision, whose cause is the first request).
-//! Answers come from two places: the ledger worker of this process, right
-//! after the transaction holding them commits, and a reader of the
-//! decisions and DLQ topics for partitions another instance owns. Both
-//! deliver only committed answers; the first one wins.
+//! Answers come from two places: the ledger worker of this process, as
+//! soon as it decides (or, with `--answer-at committed`, once the decision's
+//! transaction commits; see [`crate::ledger_worker::AnswerAt`]), and a
+//! reader of the committed decisions and DLQ topics for partitions another
+//! instance owns. The first one wins.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -61,8 +62,7 @@ impl Waiters {
         }
     }
 
-    /// Hands a committed decision to whoever waits for its request or its
-    /// cause.
+    /// Hands a decision to whoever waits for its request or its cause.
     pub fn decided(&self, event: &Event) {
         let mut keys = Vec::with_capacity(2);
         if let EventBody::AdmissionDecision(d) = &event.body {
@@ -81,7 +81,7 @@ impl Waiters {
         }
     }
 
-    /// Hands a committed rejection to whoever waits for the event `event_id`.
+    /// Hands a rejection to whoever waits for the event `event_id`.
     pub fn rejected(&self, event_id: &str, reason: &str) {
         for tx in self.senders(&[Key::Cause(event_id.to_owned())]) {
             let _ = tx.send(Answer::Rejected(reason.to_owned()));

@@ -16,7 +16,7 @@ use gpuledger_processor::burst_hook::{BurstHook, BurstHookConfig};
 use gpuledger_processor::generate;
 use gpuledger_processor::history::compact;
 use gpuledger_processor::ledger::LedgerConfig;
-use gpuledger_processor::ledger_worker::{self, LedgerWorkerConfig};
+use gpuledger_processor::ledger_worker::{self, AnswerAt, LedgerWorkerConfig};
 use gpuledger_processor::replay::{self, ReplayConfig};
 use gpuledger_processor::telemetry::{self, RollingPolicy, TelemetryWriterConfig};
 
@@ -272,6 +272,13 @@ struct RunArgs {
     /// still share the next.
     #[arg(long, default_value_t = 0)]
     ledger_linger_ms: u64,
+
+    /// When an admission (or any caller waiting on the ledger) is answered:
+    /// as soon as the state machine decides (`decided`; the decision is a
+    /// function of the durable ledger, so the one committed is the one
+    /// answered), or once the decision's transaction commits (`committed`).
+    #[arg(long, value_enum, default_value_t = AnswerAt::Decided)]
+    answer_at: AnswerAt,
 }
 
 fn parse_pair(s: &str) -> Result<(String, String), String> {
@@ -409,6 +416,7 @@ async fn main() -> anyhow::Result<()> {
                     })
                 }),
                 waiters: None,
+                answer: args.answer_at,
             };
             let config = TelemetryWriterConfig {
                 kafka: args.kafka.clone(),

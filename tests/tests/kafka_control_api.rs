@@ -277,18 +277,31 @@ async fn kafka_control_api_appends_events_and_answers_admissions() {
     );
 
     // Metrics: what was applied and what was rejected is counted.
-    let metrics = ureq::get(&format!("{api}/metrics"))
-        .call()
-        .unwrap()
-        .into_string()
-        .unwrap();
-    let value = |name: &str| -> u64 {
+    // Admissions are answered once decided, and decisions are counted once
+    // their transaction commits, a moment later.
+    let read_metrics = || {
+        ureq::get(&format!("{api}/metrics"))
+            .call()
+            .unwrap()
+            .into_string()
+            .unwrap()
+    };
+    let metric = |metrics: &str, name: &str| -> u64 {
         metrics
             .lines()
             .find_map(|l| l.strip_prefix(&format!("{name} ")))
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("{name} missing in\n{metrics}"))
     };
+    let mut metrics = read_metrics();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while metric(&metrics, "gpuledger_decisions_emitted_total") < 5
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        metrics = read_metrics();
+    }
+    let value = |name: &str| metric(&metrics, name);
     assert!(value("gpuledger_ledger_events_applied_total") >= 7);
     assert!(value("gpuledger_ledger_events_rejected_total") >= 2);
     assert!(value("gpuledger_decisions_emitted_total") >= 5);

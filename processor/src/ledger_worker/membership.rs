@@ -3,9 +3,10 @@
 //! some from one to another, and each partition's decisions stay exactly
 //! once across the move:
 //!
-//! - **Revoked**: the loop drops the partition's uncommitted work (pending
+//! - **Revoked**: the transaction the partition has in flight ends first;
+//!   then the loop drops the partition's uncommitted work (pending
 //!   decisions, history rows not yet written) and its state. Nothing of it
-//!   was visible: decisions are committed only with their offsets.
+//!   was committed: decisions are committed only with their offsets.
 //! - **Assigned**: before the partition is consumed, its transactional
 //!   producer is made (`init_transactions` fences the previous owner and
 //!   aborts what it left open), the history's half-written files for it are
@@ -27,7 +28,8 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
-use super::{LedgerWorkerConfig, PartitionWorker, transactional_producer};
+use super::transactions::{Context, Transactions};
+use super::{LedgerWorkerConfig, PartitionWorker, TXN_TIMEOUT, transactional_producer};
 use crate::history::ledger;
 use crate::ledger::Ledger;
 use crate::snapshot;
@@ -56,14 +58,17 @@ pub(super) struct Membership {
     config: LedgerWorkerConfig,
     topic: String,
     changes: Mutex<Vec<Change>>,
+    /// What the partitions' transaction threads share.
+    transactions: Context,
 }
 
 impl Membership {
-    pub(super) fn new(config: &LedgerWorkerConfig, topic: &str) -> Self {
+    pub(super) fn new(config: &LedgerWorkerConfig, topic: &str, transactions: Context) -> Self {
         Membership {
             config: config.clone(),
             topic: topic.to_owned(),
             changes: Mutex::new(Vec::new()),
+            transactions,
         }
     }
 
@@ -157,11 +162,15 @@ impl Membership {
             prepared.push(Prepared {
                 partition,
                 worker: PartitionWorker {
-                    producer,
-                    committed_next: None,
+                    transactions: Transactions::spawn(
+                        partition,
+                        producer,
+                        self.transactions.clone(),
+                    )?,
                     since_snapshot: 0,
                     replay_until: committed_at,
                     pending: Vec::new(),
+                    uncommitted: 0,
                     next_offset: None,
                 },
                 ledger,
@@ -220,6 +229,19 @@ impl ConsumerContext for Membership {
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
                 tracing::info!(?partitions, "ledger partitions revoked");
+                // The next owner starts only once this one's transactions
+                // in flight have ended.
+                let idle = tokio::task::block_in_place(|| {
+                    self.transactions
+                        .in_flight
+                        .wait_idle(&partitions, TXN_TIMEOUT)
+                });
+                if !idle {
+                    tracing::warn!(
+                        ?partitions,
+                        "a transaction of a revoked partition is still in flight; the next owner fences it"
+                    );
+                }
                 self.push(Change::Revoked(partitions));
                 if let Err(e) = consumer.unassign() {
                     self.push(Change::Failed(e.into()));

@@ -7,6 +7,14 @@
 //! consumed offsets (`send_offsets_to_transaction`), so a crash never loses
 //! or repeats a decision: on restart each partition is replayed silently up
 //! to its committed offset to rebuild the state, then processing resumes.
+//!
+//! Each partition's transactions run on a thread of its own
+//! ([`transactions`]), so events keep being read and decided while one
+//! commits. Callers of this process are answered as soon as their event is
+//! decided ([`AnswerAt::Decided`]): a decision is a pure function of the
+//! ledger up to its cause, and the cause is already durable in the ledger
+//! when it is read, so the decision committed later — by this run, or by
+//! the replay after a crash — is the one answered.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -15,26 +23,26 @@ use gpuledger_common::history::HistoryRoot;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use gpuledger_common::kafka::{
-    EventProducer, KafkaArgs, PRODUCER_SETTINGS, WireRecord, dead_letter, header_text,
-};
+use gpuledger_common::kafka::{EventProducer, KafkaArgs, PRODUCER_SETTINGS, header_text};
 use gpuledger_common::shutdown::Shutdown;
 use gpuledger_schemas::events::Clock;
 use gpuledger_schemas::{Codec, EVENT_ID_HEADER, Envelope, Event, Timestamp, Topic};
+use rdkafka::Message;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::OwnedMessage;
 use rdkafka::producer::{FutureProducer, Producer};
-use rdkafka::{Message, Offset, TopicPartitionList};
 
 mod membership;
+mod transactions;
 
 use membership::{Change, Membership};
+use transactions::{Batch, Committed, InFlight, Transactions};
 
 use crate::answers::Waiters;
 use crate::burst_hook::BurstHook;
 use crate::history::ledger::LedgerHistory;
 use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
-use crate::snapshot::{self, HistoryMark, Snapshot};
+use crate::snapshot::{HistoryMark, Snapshot};
 use crate::{Error, Result, metrics};
 
 /// Settings of the ledger worker.
@@ -68,9 +76,21 @@ pub struct LedgerWorkerConfig {
     pub history_flush: Duration,
     /// Told of every committed `BurstTriggered` decision.
     pub burst_hook: Option<BurstHook>,
-    /// Callers of this process waiting for decisions, answered as soon as
-    /// the transaction holding them commits.
+    /// Callers of this process waiting for decisions.
     pub waiters: Option<Waiters>,
+    /// When those callers are answered.
+    pub answer: AnswerAt,
+}
+
+/// When a caller of this process waiting for a decision is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum AnswerAt {
+    /// As soon as the state machine has decided: the decision is a function
+    /// of the durable ledger, so the one committed is the one answered.
+    #[default]
+    Decided,
+    /// Once the transaction holding the decision has committed.
+    Committed,
 }
 
 /// What one consumed record produces.
@@ -88,12 +108,14 @@ pub type SharedLedgers = Arc<RwLock<BTreeMap<i32, Ledger>>>;
 /// One partition: its transactional producer, and the offset below which
 /// records were already decided before this start.
 struct PartitionWorker {
-    producer: FutureProducer,
-    /// The next offset whose effects are committed, once this run committed.
-    committed_next: Option<i64>,
+    transactions: Transactions,
     since_snapshot: u64,
     replay_until: i64,
+    /// Outputs of the events applied since the last batch was handed over.
     pending: Vec<Output>,
+    /// How many events those are.
+    uncommitted: usize,
+    /// The offset after the last of them.
     next_offset: Option<i64>,
 }
 
@@ -165,10 +187,20 @@ async fn run_once(
     if let Some(id) = &config.group_instance_id {
         settings.push(("group.instance.id", id));
     }
+    let (completions_tx, mut completions) = tokio::sync::mpsc::unbounded_channel();
+    let context = transactions::Context {
+        topic: topic.clone(),
+        dlq_topic: config.kafka.topic(Topic::Dlq),
+        topic_prefix: config.kafka.topic_prefix.clone(),
+        state_dir: config.state_dir.clone(),
+        in_flight: InFlight::default(),
+        completions: completions_tx,
+        runtime: tokio::runtime::Handle::current(),
+    };
     let consumer: StreamConsumer<Membership> = config
         .kafka
         .client_config(&settings)?
-        .create_with_context(Membership::new(config, &topic))?;
+        .create_with_context(Membership::new(config, &topic, context))?;
     // A clear error for a topic that is not there, rather than waiting.
     let partitions = partitions_of(&consumer, &topic)?;
     let mut history = match &config.history_root {
@@ -183,22 +215,32 @@ async fn run_once(
     tracing::info!(%topic, partitions = partitions.len(), group = %config.group_id, "ledger worker started");
 
     let codec = Codec::builtin();
-    let dlq_topic = config.kafka.topic(Topic::Dlq);
-    let mut buffered = 0usize;
-    // When the batch being filled must be committed.
+    // When the batch being filled must be handed to its transaction.
     let mut deadline: Option<tokio::time::Instant> = None;
     let mut clock = ClockTicks::new(config)?;
-    let committer = Committer {
+    let batches = Batches {
         consumer: &consumer,
         topic: &topic,
-        dlq_topic: &dlq_topic,
-        codec,
         config,
         ledgers: &ledgers,
     };
     loop {
+        // A partition whose batch is full while its previous one commits
+        // holds the reading back until that commit ends.
+        let backlogged = workers
+            .values()
+            .any(|w| w.uncommitted >= config.max_batch && w.transactions.busy());
         let received = tokio::select! {
             _ = shutdown.wait() => break,
+            Some(committed) = completions.recv() => {
+                // What the partition gathered meanwhile goes next.
+                if let Some(partition) = batches.finished(committed, &mut workers)?
+                    && let Some(worker) = workers.get_mut(&partition)
+                {
+                    batches.hand_over(partition, worker, &mut history, false)?;
+                }
+                continue;
+            }
             _ = clock.due() => {
                 let pools: BTreeSet<String> = ledgers
                     .read()
@@ -210,7 +252,7 @@ async fn run_once(
             r = tokio::time::timeout_at(
                 deadline.unwrap_or_else(|| tokio::time::Instant::now() + IDLE_POLL),
                 consumer.recv(),
-            ) => r,
+            ), if !backlogged => r,
         };
         // Rebalances run inside the receive: act on them before anything
         // is committed or written.
@@ -278,6 +320,7 @@ async fn run_once(
                         reason: e.to_string(),
                     },
                 };
+                let answered_from = worker.pending.len();
                 match outcome {
                     Outcome::Applied {
                         decisions,
@@ -302,24 +345,24 @@ async fn run_once(
                         });
                     }
                 }
+                if config.answer == AnswerAt::Decided {
+                    answer(config, &worker.pending[answered_from..]);
+                }
                 worker.next_offset = Some(offset + 1);
                 worker.since_snapshot += 1;
-                buffered += 1;
+                worker.uncommitted += 1;
                 // Once the deadline has passed, the next receive still takes
                 // what is already waiting (the timeout polls it first), so
                 // the batch commits as soon as nothing more is at hand.
                 deadline.get_or_insert_with(|| tokio::time::Instant::now() + config.linger);
-                if buffered >= config.max_batch {
-                    committer.commit(&mut workers, &mut history, false)?;
-                    buffered = 0;
-                    deadline = None;
+                if worker.uncommitted >= config.max_batch {
+                    batches.hand_over(partition, worker, &mut history, false)?;
                 }
             }
             Ok(Err(e)) => tracing::warn!(error = %e, "ledger consumer error; retrying"),
             Err(_idle) => {
-                if buffered > 0 {
-                    committer.commit(&mut workers, &mut history, false)?;
-                    buffered = 0;
+                for (&partition, worker) in workers.iter_mut() {
+                    batches.hand_over(partition, worker, &mut history, false)?;
                 }
                 deadline = None;
                 if let Some(history) = &mut history {
@@ -332,7 +375,13 @@ async fn run_once(
             }
         }
     }
-    committer.commit(&mut workers, &mut history, true)?;
+    // The transactions in flight end first; then what is left commits with
+    // a final snapshot.
+    batches.drain(&mut completions, &mut workers).await?;
+    for (&partition, worker) in workers.iter_mut() {
+        batches.hand_over(partition, worker, &mut history, true)?;
+    }
+    batches.drain(&mut completions, &mut workers).await?;
     if let Some(history) = &mut history {
         history.flush_all()?;
     }
@@ -340,64 +389,35 @@ async fn run_once(
     Ok(())
 }
 
-/// What committing needs besides the partitions themselves.
-struct Committer<'a> {
+/// Hands partitions' batches to their transactions and takes the ends back.
+struct Batches<'a> {
     consumer: &'a StreamConsumer<Membership>,
     topic: &'a str,
-    dlq_topic: &'a str,
-    codec: &'a Codec,
     config: &'a LedgerWorkerConfig,
     ledgers: &'a SharedLedgers,
 }
 
-impl Committer<'_> {
-    /// Commits off the async worker threads (the transaction calls block).
-    fn commit(
+impl Batches<'_> {
+    /// Hands the partition's events since its last batch to its transaction
+    /// thread, unless one is in flight (the end of that one hands over
+    /// again) or there is nothing to hand.
+    fn hand_over(
         &self,
-        workers: &mut BTreeMap<i32, PartitionWorker>,
+        partition: i32,
+        worker: &mut PartitionWorker,
         history: &mut Option<LedgerHistory>,
         final_snapshot: bool,
     ) -> Result<()> {
-        tokio::task::block_in_place(|| {
-            commit_all(
-                self.consumer,
-                self.topic,
-                self.dlq_topic,
-                self.codec,
-                self.config,
-                self.ledgers,
-                workers,
-                history,
-                final_snapshot,
-            )
-        })
-    }
-}
-
-/// One transaction per partition with something to commit: its decisions,
-/// its dead letters and its next offset, all or nothing.
-#[allow(clippy::too_many_arguments)]
-fn commit_all(
-    consumer: &StreamConsumer<Membership>,
-    topic: &str,
-    dlq_topic: &str,
-    codec: &Codec,
-    config: &LedgerWorkerConfig,
-    ledgers: &SharedLedgers,
-    workers: &mut BTreeMap<i32, PartitionWorker>,
-    history: &mut Option<LedgerHistory>,
-    final_snapshot: bool,
-) -> Result<()> {
-    let kafka = &config.kafka;
-    let group = consumer
-        .group_metadata()
-        .ok_or_else(|| Error::Ledger("the ledger consumer has no group metadata".into()))?;
-    for (&partition, worker) in workers.iter_mut() {
+        if worker.transactions.busy() {
+            return Ok(());
+        }
         let Some(next_offset) = worker.next_offset.take() else {
-            continue;
+            return Ok(());
         };
-        let due = worker.since_snapshot >= config.snapshot_every
-            || (final_snapshot && worker.since_snapshot > 0);
+        let config = self.config;
+        let due = config.state_dir.is_some()
+            && (worker.since_snapshot >= config.snapshot_every
+                || (final_snapshot && worker.since_snapshot > 0));
         if let Some(history) = history.as_mut()
             && (due || final_snapshot || history.due(partition, config.history_flush))
         {
@@ -405,81 +425,120 @@ fn commit_all(
             // the history.
             history.flush(partition)?;
         }
-        let producer = &worker.producer;
-        let began = std::time::Instant::now();
-        producer.begin_transaction()?;
-        let outputs = std::mem::take(&mut worker.pending);
-        let mut deliveries = Vec::with_capacity(outputs.len());
-        for output in &outputs {
-            let sent = match output {
-                Output::Decision(event) => {
-                    let wire = WireRecord::new(codec, event, &kafka.topic_prefix)?;
-                    producer.send_result(wire.record()).map_err(|(e, _)| e)
-                }
-                Output::DeadLetter { original, reason } => producer
-                    .send_result(dead_letter(dlq_topic, original, reason))
-                    .map_err(|(e, _)| e),
-            };
-            deliveries.push(sent?);
-        }
-        // Wait for the records here: rust-rdkafka's commit first flushes,
-        // and its flush sleeps 100 ms whenever anything is still in flight.
-        // (Called inside `block_in_place`, so blocking on the runtime is
-        // allowed.)
-        let runtime = tokio::runtime::Handle::current();
-        for delivery in deliveries {
-            match runtime.block_on(delivery) {
-                Ok(Ok(_)) => {}
-                Ok(Err((e, _))) => return Err(e.into()),
-                Err(_cancelled) => return Err(rdkafka::error::KafkaError::Canceled.into()),
-            }
-        }
-        // (Sending the offsets while the records are still in flight was
-        // measured slower: 32 ms a transaction on average, against 3.5 ms.)
-        let mut offsets = TopicPartitionList::new();
-        offsets.add_partition_offset(topic, partition, Offset::Offset(next_offset))?;
-        producer.send_offsets_to_transaction(&offsets, &group, TXN_TIMEOUT)?;
-        producer.commit_transaction(TXN_TIMEOUT)?;
-        metrics::DECISION_TRANSACTIONS.inc();
-        metrics::DECISION_TRANSACTION_SECONDS.observe(began.elapsed());
-        let decisions = announce(config, outputs);
-        metrics::DECISIONS_EMITTED.add(decisions);
-        worker.committed_next = Some(next_offset);
-        // The state now matches the committed offset: a snapshot may be taken.
-        if let (Some(dir), true) = (&config.state_dir, due) {
-            let Some(ledger) = ledgers.read().ok().and_then(|m| m.get(&partition).cloned()) else {
-                continue;
-            };
-            let snapshot = Snapshot {
-                topic: topic.to_owned(),
-                partition,
-                next_offset,
-                ledger,
-                // Flushed above: every row caused below `next_offset` is durable.
-                history: history.as_ref().map(|h| HistoryMark {
-                    frontier: h.frontier(partition),
+        // The state now is the state at `next_offset`; it is saved once the
+        // batch commits.
+        let snapshot = match due {
+            true => self
+                .ledgers
+                .read()
+                .ok()
+                .and_then(|m| m.get(&partition).cloned())
+                .map(|ledger| {
+                    Box::new(Snapshot {
+                        topic: self.topic.to_owned(),
+                        partition,
+                        next_offset,
+                        ledger,
+                        // Flushed above: every row caused below `next_offset` is durable.
+                        history: history.as_ref().map(|h| HistoryMark {
+                            frontier: h.frontier(partition),
+                        }),
+                    })
                 }),
-            };
-            snapshot::save(dir, &snapshot)?;
+            false => None,
+        };
+        if snapshot.is_some() {
             worker.since_snapshot = 0;
-            tracing::debug!(partition, next_offset, "ledger snapshot written");
         }
+        let group = self
+            .consumer
+            .group_metadata()
+            .ok_or_else(|| Error::Ledger("the ledger consumer has no group metadata".into()))?;
+        worker.transactions.send(Batch {
+            outputs: std::mem::take(&mut worker.pending),
+            next_offset,
+            group,
+            snapshot,
+        })?;
+        worker.uncommitted = 0;
+        Ok(())
     }
-    Ok(())
+
+    /// A transaction ended: announces what it made visible. An error ends
+    /// the worker, which restarts from the committed offsets. Returns the
+    /// partition when it is still this run's, free for its next batch.
+    fn finished(
+        &self,
+        committed: Committed,
+        workers: &mut BTreeMap<i32, PartitionWorker>,
+    ) -> Result<Option<i32>> {
+        let partition = committed.partition;
+        let worker = workers
+            .get_mut(&partition)
+            .filter(|w| w.transactions.id() == committed.thread);
+        let outputs = match (committed.result, worker.is_some()) {
+            (Ok(outputs), _) => outputs,
+            (Err(e), true) => return Err(e),
+            (Err(e), false) => {
+                // Given up meanwhile: the next owner decides it again.
+                tracing::warn!(partition, error = %e, "transaction of a partition given up failed");
+                return Ok(None);
+            }
+        };
+        metrics::DECISIONS_EMITTED.add(announce(self.config, outputs));
+        Ok(worker.map(|worker| {
+            worker.transactions.done();
+            partition
+        }))
+    }
+
+    /// Waits until no partition has a transaction in flight.
+    async fn drain(
+        &self,
+        completions: &mut tokio::sync::mpsc::UnboundedReceiver<Committed>,
+        workers: &mut BTreeMap<i32, PartitionWorker>,
+    ) -> Result<()> {
+        while workers.values().any(|w| w.transactions.busy()) {
+            let Some(committed) = completions.recv().await else {
+                break;
+            };
+            self.finished(committed, workers)?;
+        }
+        Ok(())
+    }
 }
 
-/// Tells the waiters, the metrics and the burst hook about outputs just
-/// committed; returns how many were decisions.
+/// Hands decisions and rejections to the callers of this process waiting
+/// for them.
+fn answer(config: &LedgerWorkerConfig, outputs: &[Output]) {
+    let Some(waiters) = &config.waiters else {
+        return;
+    };
+    for output in outputs {
+        match output {
+            Output::Decision(event) => waiters.decided(event),
+            Output::DeadLetter { original, reason } => {
+                if let Some(event_id) = header_text(original, EVENT_ID_HEADER) {
+                    waiters.rejected(&event_id, reason);
+                }
+            }
+        }
+    }
+}
+
+/// Tells the metrics and the burst hook (and the waiters, when they wait
+/// for commits) about outputs just committed; returns how many were
+/// decisions.
 fn announce(config: &LedgerWorkerConfig, outputs: Vec<Output>) -> u64 {
     use gpuledger_schemas::EventBody;
+    if config.answer == AnswerAt::Committed {
+        answer(config, &outputs);
+    }
     let mut decisions = 0;
     for output in outputs {
         match output {
             Output::Decision(event) => {
                 decisions += 1;
-                if let Some(waiters) = &config.waiters {
-                    waiters.decided(&event);
-                }
                 match &event.body {
                     EventBody::BudgetAlert(alert) => metrics::BUDGET_ALERTS.inc(&[
                         &alert.tenant,
@@ -494,12 +553,7 @@ fn announce(config: &LedgerWorkerConfig, outputs: Vec<Output>) -> u64 {
                     _ => {}
                 }
             }
-            Output::DeadLetter { original, reason } => {
-                let event_id = header_text(&original, EVENT_ID_HEADER);
-                if let (Some(waiters), Some(event_id)) = (&config.waiters, event_id) {
-                    waiters.rejected(&event_id, &reason);
-                }
-            }
+            Output::DeadLetter { .. } => {}
         }
     }
     decisions
