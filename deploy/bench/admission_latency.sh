@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Benchmarks the admission round trip (issue 4): `POST /v1/admission` over
-# loopback → the request appended to the ledger topic → the processor's
-# decision committed in a Kafka transaction → read back from the decisions
-# topic → answered. Requests arrive open-loop at a fixed rate (default
+# loopback → the request appended to the ledger topic → read and decided by
+# the processor's ledger worker → answered (the decision's transaction
+# commits beside it; `BENCH_PROCESSOR_ARGS="--answer-at committed"` answers
+# only after the commit). Requests arrive open-loop at a fixed rate (default
 # 200/s for 30 s) from 32 client threads with keep-alive connections; the
 # peer, measured in the same run at the same rate by the same client, is
 # `GET /healthz` on the same server (HTTP alone, no Kafka).
