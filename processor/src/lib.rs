@@ -6,6 +6,7 @@
 
 pub mod answers;
 pub mod api;
+mod batch_reader;
 pub mod burst_hook;
 pub mod generate;
 pub mod history;
@@ -36,6 +37,9 @@ pub enum Error {
     /// Running the ledger.
     #[error("ledger: {0}")]
     Ledger(String),
+    /// Setting up how a Kafka consumer reads.
+    #[error("Kafka consumer: {0}")]
+    Consumer(String),
 }
 
 /// Result with the processor's [`Error`].

@@ -10,8 +10,8 @@
 //! removed on start, as the records it summed will be read again.
 //!
 //! Two threads do the work, neither of them on the async runtime: the
-//! consumer polls records one after another and reads each sample straight
-//! into its partition's columns, and the file writer sorts, rolls up and
+//! consumer reads records a batch at a time ([`BatchReader`]) and each
+//! sample straight into its partition's columns, and the file writer sorts, rolls up and
 //! writes the batches the consumer hands it, in order, storing each file's
 //! offsets once it is durable. The consumer reads on while a file is
 //! written; it waits only when two files are already queued.
@@ -26,9 +26,9 @@ use gpuledger_common::kafka::{DeadLetters, KafkaArgs};
 use gpuledger_common::shutdown::Shutdown;
 use gpuledger_schemas::{Codec, EventBody, SampleRecord, Topic};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::message::BorrowedMessage;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
+use crate::batch_reader::BatchReader;
 use crate::history::hourly;
 use crate::history::layout::{FileName, durable_offsets, remove_beyond, remove_leftovers};
 use crate::history::samples::{self, SamplesBuilder};
@@ -60,12 +60,12 @@ pub struct TelemetryWriterConfig {
 /// reads on while they are written, and waits beyond.
 const QUEUED_FILES: usize = 2;
 
-/// How long one poll waits for a record before the consumer looks at the
+/// How long one read waits for records before the consumer looks at the
 /// clock (rolling by age) and at shutdown.
 const POLL: Duration = Duration::from_millis(100);
 
 /// Records between two looks at the clock while records keep coming.
-const CLOCK_EVERY: u32 = 4096;
+const CLOCK_EVERY: usize = 4096;
 
 /// Runs until shutdown: consume, buffer, roll files, commit.
 pub async fn run(config: &TelemetryWriterConfig, shutdown: Shutdown) -> Result<()> {
@@ -124,6 +124,8 @@ struct PendingFile {
 /// The consumer's side: polling, reading, buffering.
 struct Consumption {
     consumer: Arc<BaseConsumer>,
+    /// Reads the records the consumer fetches, in batches.
+    reader: Option<BatchReader>,
     topic: String,
     codec: &'static Codec,
     dead_letters: DeadLetters,
@@ -172,6 +174,12 @@ impl Consumption {
         }
         let consumer: Arc<BaseConsumer> =
             Arc::new(config.kafka.client_config(&settings)?.create()?);
+        // Records of the partitions known now are routed to the batch
+        // reader before any is fetched; those of a topic made later are
+        // routed as they first arrive.
+        let known =
+            gpuledger_common::kafka::partitions_of(consumer.client(), &topic).unwrap_or_default();
+        let reader = BatchReader::new(consumer.clone(), &topic, &known)?;
         consumer.subscribe(&[&topic])?;
         let dead_letters = DeadLetters::new(&config.kafka, "gpuledger-processor-dlq")?;
         let root = &config.history_root;
@@ -203,6 +211,7 @@ impl Consumption {
         tracing::info!(%topic, %root, "telemetry writer started");
         let mut consumption = Self {
             consumer,
+            reader: Some(reader),
             topic,
             codec: Codec::builtin(),
             dead_letters,
@@ -229,24 +238,40 @@ impl Consumption {
         &mut self.partitions[index]
     }
 
-    /// Polls until shutdown, then writes what is buffered and commits.
+    /// Reads until shutdown, then writes what is buffered and commits.
     fn run(mut self, shutdown: &Shutdown) -> Result<()> {
-        let mut polled = 0u32;
+        let mut polled = 0usize;
         // A record borrows the consumer it came from, not the rest of us.
         let consumer = self.consumer.clone();
+        let Some(mut reader) = self.reader.take() else {
+            return Err(Error::Consumer("the telemetry reader is gone".into()));
+        };
         loop {
-            match consumer.poll(POLL) {
-                Some(Ok(message)) => {
-                    self.take(&message)?;
-                    polled += 1;
-                    if polled < CLOCK_EVERY {
-                        continue;
+            // The consumer's own queue first, emptied: rebalances, errors,
+            // and records of partitions not yet routed to the reader, which
+            // come before any of theirs the reader holds.
+            while let Some(polled_one) = consumer.poll(Duration::ZERO) {
+                match polled_one {
+                    Ok(message) => {
+                        reader.route(message.partition())?;
+                        self.take(&message)?;
+                        polled += 1;
                     }
+                    Err(e) => tracing::warn!(error = %e, "telemetry consumer error; retrying"),
                 }
-                Some(Err(e)) => tracing::warn!(error = %e, "telemetry consumer error; retrying"),
-                None => {}
             }
-            metrics::TELEMETRY_RECORDS_POLLED.add(u64::from(polled));
+            let read = reader.read(POLL, |record| match record.error() {
+                None => self.take(record),
+                Some(e) => {
+                    tracing::warn!(error = %e, "telemetry consumer error; retrying");
+                    Ok(())
+                }
+            })?;
+            polled += read;
+            if read > 0 && polled < CLOCK_EVERY {
+                continue;
+            }
+            metrics::TELEMETRY_RECORDS_POLLED.add(polled as u64);
             polled = 0;
             if shutdown.is_requested() {
                 break;
@@ -266,7 +291,7 @@ impl Consumption {
     }
 
     /// One record: into its partition's columns, or to the DLQ.
-    fn take(&mut self, message: &BorrowedMessage<'_>) -> Result<()> {
+    fn take(&mut self, message: &impl Message) -> Result<()> {
         let partition = message.partition();
         let offset = message.offset();
         let state = self.state(partition);
@@ -334,7 +359,7 @@ impl Consumption {
 
     /// Sends a record to the DLQ, counted, and takes its offset: it is
     /// stored with the rows around it.
-    fn dead_letter(&mut self, message: &BorrowedMessage<'_>, reason: &str) -> Result<()> {
+    fn dead_letter(&mut self, message: &impl Message, reason: &str) -> Result<()> {
         let (partition, offset) = (message.partition(), message.offset());
         metrics::TELEMETRY_DEAD_LETTERS.inc();
         tracing::warn!(partition, offset, %reason, "telemetry record sent to the DLQ");
