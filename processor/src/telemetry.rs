@@ -398,6 +398,8 @@ impl Consumption {
                     .map_err(|e| Error::History(e.to_string()))?,
             )
         };
+        // The emptied columns keep room for a file like this one.
+        self.state(partition).buffer.rows = std::mem::take(&mut buffer.rows);
         let file = PendingFile {
             name: FileName {
                 topic: self.topic.clone(),

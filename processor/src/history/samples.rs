@@ -86,33 +86,97 @@ impl SamplesBuilder {
         self.rows += 1;
     }
 
-    /// Takes the rows so far as a batch and starts empty again.
+    /// Room for `rows` rows whose text columns take `text` bytes each
+    /// (in column order: cluster, pool, node, device_uuid,
+    /// parent_gpu_uuid, model, mig_profile, job_id, tenant, source) and
+    /// whose `pids` lists hold `pids` values in all.
+    fn with_capacity(rows: usize, text: [usize; 10], pids: usize) -> Self {
+        let string = |bytes: usize| StringBuilder::with_capacity(rows, bytes);
+        let [
+            cluster,
+            pool,
+            node,
+            device_uuid,
+            parent_gpu_uuid,
+            model,
+            mig_profile,
+            job_id,
+            tenant,
+            source,
+        ] = text;
+        SamplesBuilder {
+            time: TimestampMicrosecondBuilder::with_capacity(rows),
+            cluster: string(cluster),
+            pool: string(pool),
+            node: string(node),
+            device_uuid: string(device_uuid),
+            parent_gpu_uuid: string(parent_gpu_uuid),
+            model: string(model),
+            mig_profile: string(mig_profile),
+            slices: Int32Builder::with_capacity(rows),
+            max_slices: Int32Builder::with_capacity(rows),
+            sm_util_pct: Float32Builder::with_capacity(rows),
+            mem_util_pct: Float32Builder::with_capacity(rows),
+            mem_used_bytes: Int64Builder::with_capacity(rows),
+            mem_total_bytes: Int64Builder::with_capacity(rows),
+            power_mw: Int64Builder::with_capacity(rows),
+            energy_mj: Int64Builder::with_capacity(rows),
+            temp_c: Int32Builder::with_capacity(rows),
+            pids: ListBuilder::with_capacity(Int64Builder::with_capacity(pids), rows),
+            job_id: string(job_id),
+            tenant: string(tenant),
+            interval_ms: Int32Builder::with_capacity(rows),
+            source: string(source),
+            seq: Int64Builder::with_capacity(rows),
+            rows: 0,
+        }
+    }
+
+    /// Takes the rows so far as a batch and starts empty again, with room
+    /// for as many rows as the batch has: a partition's files are alike,
+    /// and columns that grow by doubling copy themselves over and over.
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
-        self.rows = 0;
+        let next = Self::with_capacity(
+            self.rows,
+            [
+                self.cluster.values_slice().len(),
+                self.pool.values_slice().len(),
+                self.node.values_slice().len(),
+                self.device_uuid.values_slice().len(),
+                self.parent_gpu_uuid.values_slice().len(),
+                self.model.values_slice().len(),
+                self.mig_profile.values_slice().len(),
+                self.job_id.values_slice().len(),
+                self.tenant.values_slice().len(),
+                self.source.values_slice().len(),
+            ],
+            self.pids.values_ref().values_slice().len(),
+        );
+        let mut this = std::mem::replace(self, next);
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(self.time.finish().with_timezone("UTC")),
-            Arc::new(self.cluster.finish()),
-            Arc::new(self.pool.finish()),
-            Arc::new(self.node.finish()),
-            Arc::new(self.device_uuid.finish()),
-            Arc::new(self.parent_gpu_uuid.finish()),
-            Arc::new(self.model.finish()),
-            Arc::new(self.mig_profile.finish()),
-            Arc::new(self.slices.finish()),
-            Arc::new(self.max_slices.finish()),
-            Arc::new(self.sm_util_pct.finish()),
-            Arc::new(self.mem_util_pct.finish()),
-            Arc::new(self.mem_used_bytes.finish()),
-            Arc::new(self.mem_total_bytes.finish()),
-            Arc::new(self.power_mw.finish()),
-            Arc::new(self.energy_mj.finish()),
-            Arc::new(self.temp_c.finish()),
-            Arc::new(self.pids.finish()),
-            Arc::new(self.job_id.finish()),
-            Arc::new(self.tenant.finish()),
-            Arc::new(self.interval_ms.finish()),
-            Arc::new(self.source.finish()),
-            Arc::new(self.seq.finish()),
+            Arc::new(this.time.finish().with_timezone("UTC")),
+            Arc::new(this.cluster.finish()),
+            Arc::new(this.pool.finish()),
+            Arc::new(this.node.finish()),
+            Arc::new(this.device_uuid.finish()),
+            Arc::new(this.parent_gpu_uuid.finish()),
+            Arc::new(this.model.finish()),
+            Arc::new(this.mig_profile.finish()),
+            Arc::new(this.slices.finish()),
+            Arc::new(this.max_slices.finish()),
+            Arc::new(this.sm_util_pct.finish()),
+            Arc::new(this.mem_util_pct.finish()),
+            Arc::new(this.mem_used_bytes.finish()),
+            Arc::new(this.mem_total_bytes.finish()),
+            Arc::new(this.power_mw.finish()),
+            Arc::new(this.energy_mj.finish()),
+            Arc::new(this.temp_c.finish()),
+            Arc::new(this.pids.finish()),
+            Arc::new(this.job_id.finish()),
+            Arc::new(this.tenant.finish()),
+            Arc::new(this.interval_ms.finish()),
+            Arc::new(this.source.finish()),
+            Arc::new(this.seq.finish()),
         ];
         RecordBatch::try_new(SCHEMA.clone(), columns)
     }
