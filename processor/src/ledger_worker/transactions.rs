@@ -15,10 +15,10 @@
 //! owner never starts beside an unfinished one.
 
 use std::collections::BTreeSet;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use gpuledger_common::kafka::{WireRecord, dead_letter};
@@ -107,7 +107,6 @@ pub(super) struct Transactions {
     /// had before a rebalance took it away and gave it back.
     id: u64,
     batches: Option<mpsc::Sender<Batch>>,
-    thread: Option<JoinHandle<()>>,
     in_flight: InFlight,
     /// Whether a batch was handed over and its end not yet seen by the loop.
     busy: bool,
@@ -124,11 +123,20 @@ impl Transactions {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel::<Batch>();
         let in_flight = context.in_flight.clone();
-        let thread = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name(format!("ledger-txn-{partition}"))
             .spawn(move || {
                 for batch in rx {
-                    let result = commit(&producer, &context, partition, batch);
+                    // A panic must still end the batch, or the loop would
+                    // wait for it for ever.
+                    let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        commit(&producer, &context, partition, batch)
+                    }))
+                    .unwrap_or_else(|_| {
+                        Err(Error::Ledger(format!(
+                            "the transaction of ledger partition {partition} panicked"
+                        )))
+                    });
                     context.in_flight.end(partition);
                     if context
                         .completions
@@ -148,7 +156,6 @@ impl Transactions {
             partition,
             id,
             batches: Some(tx),
-            thread: Some(thread),
             in_flight,
             busy: false,
         })
@@ -189,12 +196,14 @@ impl Transactions {
 }
 
 impl Drop for Transactions {
-    /// Lets the thread finish the batch in flight, then joins it.
+    /// Closes the thread's queue: it ends after the batch in flight, if
+    /// any. Not joined: a commit against an unreachable broker can take
+    /// its whole timeout, and nothing here needs its end. The loop waits
+    /// for transactions in flight where it must (shutdown, revocation);
+    /// elsewhere (a restart after an error) the next producer with the
+    /// same `transactional.id` fences this one.
     fn drop(&mut self) {
         self.batches = None;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 
