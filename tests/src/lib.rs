@@ -300,6 +300,20 @@ pub fn start_processor(
     Service::start("gpuledger-processor", &args, &work.join(log))
 }
 
+/// Starts a processor for a telemetry test: files roll after 300 ms, so
+/// rows show up in the history soon after their records. Returns it and
+/// its control API's URL.
+pub fn start_telemetry_processor(
+    bootstrap: &str,
+    prefix: &str,
+    work: &std::path::Path,
+) -> (Service, String) {
+    let extra = ["--flush-interval-ms", "300"];
+    let mut processor = start_processor(bootstrap, prefix, work, &extra, "processor.log");
+    let api = processor.wait_for_line("control API listening on ", Duration::from_secs(30));
+    (processor, api)
+}
+
 /// Starts a processor for a ledger test: `admin` may post events, it
 /// ticks no clock of its own (the ledger carries its `Clock` events) and
 /// flushes history every 200 ms. Returns it and its control API's URL.

@@ -6,8 +6,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use gpuledger_tests::{
-    WorkDir, create_topics, eventually, require_broker, run_to_end, sql, start_processor,
-    start_query, unique_prefix,
+    WorkDir, create_topics, eventually, require_broker, run_to_end, sql, start_query,
+    start_telemetry_processor, unique_prefix,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -19,14 +19,7 @@ async fn kafka_skeleton_samples_travel_from_collector_to_sql() {
     let history = work.path().join("history");
     let history = history.to_str().unwrap();
 
-    let mut processor = start_processor(
-        &bootstrap,
-        &prefix,
-        work.path(),
-        &["--flush-interval-ms", "300"],
-        "processor.log",
-    );
-    let api = processor.wait_for_line("control API listening on ", Duration::from_secs(30));
+    let (mut processor, api) = start_telemetry_processor(&bootstrap, &prefix, work.path());
     let (query, base_url, _postgres) = start_query(history, &[], &work.path().join("query.log"));
 
     // 3 nodes × (4 MIG instances + 1 whole GPU) × 40 ticks = 600 samples,

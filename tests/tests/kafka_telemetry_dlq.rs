@@ -10,8 +10,8 @@ use gpuledger_common::kafka::{DLQ_REASON_HEADER, EventProducer, KafkaArgs};
 use gpuledger_schemas::samples::one_of_each;
 use gpuledger_schemas::{Codec, Event, EventBody};
 use gpuledger_tests::{
-    WorkDir, create_topics, eventually, read_committed, require_broker, sql, start_processor,
-    start_query, unique_prefix,
+    WorkDir, create_topics, eventually, read_committed, require_broker, sql, start_query,
+    start_telemetry_processor, unique_prefix,
 };
 use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -84,14 +84,7 @@ async fn kafka_telemetry_bad_records_go_to_the_dlq_and_the_rest_is_written() {
     }
     producer.flush(Duration::from_secs(30)).await.unwrap();
 
-    let mut processor = start_processor(
-        &bootstrap,
-        &prefix,
-        work.path(),
-        &["--flush-interval-ms", "300"],
-        "processor.log",
-    );
-    let api = processor.wait_for_line("control API listening on ", Duration::from_secs(30));
+    let (_processor, api) = start_telemetry_processor(&bootstrap, &prefix, work.path());
     let (_query, base_url, _postgres) = start_query(
         history.to_str().unwrap(),
         &[],

@@ -9,8 +9,8 @@
 use std::time::Duration;
 
 use gpuledger_tests::{
-    WorkDir, create_topics, eventually, require_broker, run_python, simulate, start_processor,
-    unique_prefix,
+    WorkDir, create_topics, eventually, require_broker, run_python, simulate,
+    start_telemetry_processor, unique_prefix,
 };
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions};
@@ -22,28 +22,18 @@ async fn kafka_telemetry_partitions_added_while_running_are_written_once() {
     let prefix = unique_prefix("newparts");
     create_topics(&bootstrap, &prefix, 2).await;
     let work = WorkDir::new("newparts");
-    let mut processor = start_processor(
-        &bootstrap,
-        &prefix,
-        work.path(),
-        &["--flush-interval-ms", "300"],
-        "processor.log",
-    );
-    processor.wait_for_line("control API listening on ", Duration::from_secs(30));
+    let (mut processor, _api) = start_telemetry_processor(&bootstrap, &prefix, work.path());
 
+    // Eight nodes' samples for 20 ticks from `start`, keyed by node.
+    let fleet = |start: &str| {
+        simulate(
+            &bootstrap,
+            &prefix,
+            &["--nodes", "8", "--ticks", "20", "--start", start],
+        )
+    };
     // Samples on the two partitions the writer knew at start.
-    let first = simulate(
-        &bootstrap,
-        &prefix,
-        &[
-            "--nodes",
-            "8",
-            "--ticks",
-            "20",
-            "--start",
-            "2026-11-03T10:00:00Z",
-        ],
-    );
+    let first = fleet("2026-11-03T10:00:00Z");
 
     let topic = format!("{prefix}gpuledger.telemetry");
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
@@ -63,18 +53,7 @@ async fn kafka_telemetry_partitions_added_while_running_are_written_once() {
     tokio::time::sleep(Duration::from_secs(8)).await;
 
     // Samples keyed by node now spread over six partitions.
-    let second = simulate(
-        &bootstrap,
-        &prefix,
-        &[
-            "--nodes",
-            "8",
-            "--ticks",
-            "20",
-            "--start",
-            "2026-11-03T11:00:00Z",
-        ],
-    );
+    let second = fleet("2026-11-03T11:00:00Z");
     let produced = first["samples"].as_u64().unwrap() + second["samples"].as_u64().unwrap();
 
     let root = work.path().join("history").join("samples");
