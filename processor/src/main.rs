@@ -266,10 +266,9 @@ struct RunArgs {
     ledger_batch: usize,
 
     /// How long a decision transaction waits to fill, from its first event
-    /// (milliseconds): the most an admission answer waits for others to
-    /// share its transaction. With 0 a batch commits as soon as nothing
-    /// more is waiting; under load, events arriving during one commit
-    /// still share the next.
+    /// (milliseconds). With 0 a batch commits as soon as nothing more is
+    /// waiting; under load, events arriving during one commit share the
+    /// next. Answers wait for it only with `--answer-at committed`.
     #[arg(long, default_value_t = 0)]
     ledger_linger_ms: u64,
 
