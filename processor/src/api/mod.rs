@@ -2,7 +2,9 @@
 //! admission answers out. Every route but `/healthz` needs a bearer token.
 
 pub mod auth;
+mod event_ids;
 pub mod k8s;
+mod views;
 pub mod waiters;
 
 use std::sync::Arc;
@@ -20,10 +22,11 @@ use serde::Deserialize;
 use tokio::sync::Mutex;
 
 use auth::{Tokens, acting_tenant, may_append, require_scheduler, require_writer, role};
+use event_ids::EventIds;
 use k8s::K8sMapping;
+use views::{dry_run_decision, get_availability, get_tenant};
 
 use crate::answers::{Answer, Key, Waiters};
-use crate::ledger::{Ge, Outcome, Position};
 use crate::ledger_worker::SharedLedgers;
 
 /// Shared state of the handlers.
@@ -38,43 +41,6 @@ pub struct ApiState {
     /// The ledger worker's state, read for availability, tenant views and dry runs.
     pub ledgers: SharedLedgers,
     ids: Arc<EventIds>,
-}
-
-/// Ids for the events the API creates: unique per call, also for calls in
-/// the same microsecond (the ledger ignores a repeated id as a duplicate)
-/// and across instances and restarts.
-#[derive(Debug)]
-struct EventIds {
-    /// Tells this process's ids from any other's.
-    instance: String,
-    next: std::sync::atomic::AtomicU64,
-}
-
-impl EventIds {
-    fn new() -> Self {
-        use std::hash::{BuildHasher, Hasher};
-        // The standard library seeds each `RandomState` from the system's
-        // randomness; mixed with the start time.
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_i64(Timestamp::now().as_micros());
-        hasher.write_u32(std::process::id());
-        Self {
-            instance: format!("{:08x}", hasher.finish() as u32),
-            next: std::sync::atomic::AtomicU64::new(0),
-        }
-    }
-
-    /// `api-<type>-<key>-<micros>-<instance>-<sequence>`.
-    fn make(&self, body: &EventBody, now: Timestamp) -> String {
-        let sequence = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        format!(
-            "api-{}-{}-{}-{}-{sequence}",
-            body.event_type().name(),
-            body.key(),
-            now.as_micros(),
-            self.instance,
-        )
-    }
 }
 
 impl std::fmt::Debug for ApiState {
@@ -523,184 +489,4 @@ async fn post_k8s_admission(
         Err(e) => return Err(e),
     };
     Ok(Json(reply).into_response())
-}
-
-/// What the ledger would decide for `event` now, on a copy of its state.
-fn dry_run_decision(state: &ApiState, event: &Event) -> Result<Event, ApiError> {
-    let pool = event.key().to_owned();
-    let map = read_ledgers(state)?;
-    let (partition, ledger) = map
-        .iter()
-        .find(|(_, l)| l.has_pool(&pool))
-        .ok_or_else(|| ApiError::new(StatusCode::CONFLICT, format!("unknown pool {pool:?}")))?;
-    match ledger.dry_run(
-        Position {
-            partition: *partition,
-            offset: -1,
-        },
-        event,
-    ) {
-        Outcome::Applied { decisions, .. } => decisions
-            .into_iter()
-            .find(|d| matches!(d.body, EventBody::AdmissionDecision(_)))
-            .map(Arc::unwrap_or_clone)
-            .ok_or_else(|| {
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "no decision in the dry run",
-                )
-            }),
-        Outcome::Duplicate => Err(ApiError::new(StatusCode::CONFLICT, "already applied")),
-        Outcome::Rejected { reason } => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            format!("the ledger would reject it: {reason}"),
-        )),
-    }
-}
-
-/// Query of `GET /v1/availability`.
-#[derive(Debug, Deserialize)]
-struct AvailabilityQuery {
-    pool: String,
-    #[serde(default)]
-    from: Option<Timestamp>,
-    #[serde(default)]
-    to: Option<Timestamp>,
-    /// With `hours`: the GE to find the earliest confirmable window for.
-    #[serde(default)]
-    ge: Option<gpuledger_schemas::Rational>,
-    #[serde(default)]
-    hours: Option<gpuledger_schemas::Decimal>,
-}
-
-const WEEK_MICROS: i64 = 7 * 24 * 3_600_000_000;
-
-/// `GET /v1/availability?pool=&from=&to=[&ge=&hours=]`: reservable spare
-/// capacity over time (default: the next seven days) and, with `ge` and
-/// `hours`, the earliest start a reservation of that size would be confirmed.
-async fn get_availability(
-    State(state): State<ApiState>,
-    headers: HeaderMap,
-    Query(query): Query<AvailabilityQuery>,
-) -> Result<Response, ApiError> {
-    role(&state, &headers)?;
-    let from = query.from.unwrap_or_else(Timestamp::now);
-    let to = query.to.unwrap_or(from.plus_micros(WEEK_MICROS));
-    let map = read_ledgers(&state)?;
-    let Some(ledger) = map.values().find(|l| l.has_pool(&query.pool)) else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("unknown pool {:?}", query.pool),
-        ));
-    };
-    let windows = ledger
-        .availability(&query.pool, from, to)
-        .unwrap_or_default();
-    let earliest = match (&query.ge, &query.hours) {
-        (Some(ge), Some(hours)) => {
-            let micros = (hours.to_rational()
-                * gpuledger_schemas::Rational::from_integer(3_600_000_000))
-            .round_half_even(0)
-            .to_string()
-            .parse::<i64>()
-            .map_err(|_| ApiError::new(StatusCode::BAD_REQUEST, "hours is out of range"))?;
-            let ge = Ge::from_rational(ge);
-            let horizon = from.plus_micros(WEEK_MICROS * 52);
-            Some(ledger.earliest_window(&query.pool, &ge, micros, from, horizon))
-        }
-        (None, None) => None,
-        _ => {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "ge and hours go together",
-            ));
-        }
-    };
-    let body = serde_json::json!({
-        "pool": query.pool,
-        "windows": windows.iter().map(|w| serde_json::json!({
-            "from": w.from.to_string(), "to": w.to.to_string(), "free_ge": w.free_ge.to_string(),
-        })).collect::<Vec<_>>(),
-        "earliest_start": earliest.map(|e| e.map(|t| t.to_string())),
-    });
-    Ok(Json(body).into_response())
-}
-
-/// `GET /v1/tenants/{tenant}`: quota, use and reservations per pool. A team
-/// lead reads only its own tenant.
-async fn get_tenant(
-    State(state): State<ApiState>,
-    headers: HeaderMap,
-    Path(tenant): Path<String>,
-) -> Result<Response, ApiError> {
-    let role = role(&state, &headers)?.clone();
-    acting_tenant(&role, Some(tenant.clone()))?;
-    let map = read_ledgers(&state)?;
-    let pools: Vec<serde_json::Value> = map
-        .values()
-        .flat_map(|l| l.tenant(&tenant))
-        .map(|t| {
-            serde_json::json!({
-                "pool": t.pool,
-                "nominal_ge": t.nominal_ge.to_string(),
-                "burst_ge": t.burst_ge.to_string(),
-                "use": {
-                    "reserved": t.reserved_use.to_string(),
-                    "quota": t.quota_use.to_string(),
-                    "burst": t.burst_use.to_string(),
-                },
-                "active_reserved_ge": t.active_reserved_ge.to_string(),
-                "month_to_date": t.month_to_date.as_ref().map(|(spend, hours)| serde_json::json!({
-                    "spend": spend.round_half_even(2).to_string(),
-                    "gpu_hours": hours.round_half_even(2).to_string(),
-                })),
-                "monthly_budget": t.monthly_budget.as_ref().map(ToString::to_string),
-                "monthly_gpu_hours": t.monthly_gpu_hours.as_ref().map(ToString::to_string),
-                "reservations": t.reservations.iter().map(|(id, ge, start, end, confirmed)| serde_json::json!({
-                    "reservation_id": id, "ge": ge.to_string(), "start": start.to_string(),
-                    "end": end.to_string(), "confirmed": confirmed,
-                })).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    Ok(Json(serde_json::json!({ "tenant": tenant, "pools": pools })).into_response())
-}
-
-/// The ledger worker's state, for reading.
-fn read_ledgers(
-    state: &ApiState,
-) -> Result<
-    std::sync::RwLockReadGuard<'_, std::collections::BTreeMap<i32, crate::ledger::Ledger>>,
-    ApiError,
-> {
-    state.ledgers.read().map_err(|_| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "ledger state unavailable",
-        )
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use gpuledger_schemas::events::Clock;
-
-    /// Calls in the same microsecond, of one instance or of two, get ids
-    /// of their own: a repeated id would be dropped by the ledger as a
-    /// duplicate and its caller handed another call's answer.
-    #[test]
-    fn event_ids_differ_within_a_microsecond_and_between_instances() {
-        let now = Timestamp::now();
-        let body = EventBody::from(Clock {
-            pool: "h200".into(),
-            now: None,
-        });
-        let (a, b) = (EventIds::new(), EventIds::new());
-        let ids: std::collections::HashSet<String> = (0..1_000)
-            .flat_map(|_| [a.make(&body, now), b.make(&body, now)])
-            .collect();
-        assert_eq!(ids.len(), 2_000);
-        assert!(ids.iter().all(|id| id.starts_with("api-Clock-h200-")));
-    }
 }
