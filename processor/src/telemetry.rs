@@ -11,10 +11,11 @@
 //!
 //! Two threads do the work, neither of them on the async runtime: the
 //! consumer reads records a batch at a time ([`BatchReader`]) and each
-//! sample straight into its partition's columns, and the file writer sorts, rolls up and
-//! writes the batches the consumer hands it, in order, storing each file's
-//! offsets once it is durable. The consumer reads on while a file is
-//! written; it waits only when two files are already queued.
+//! sample straight into its partition's columns, and the file writer
+//! sorts, rolls up and writes the batches the consumer hands it, in order,
+//! storing each file's offsets once it is durable. The consumer reads on
+//! while a file is written; it waits only when two files are already
+//! queued.
 
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender};
@@ -71,9 +72,12 @@ const CLOCK_EVERY: usize = 4096;
 pub async fn run(config: &TelemetryWriterConfig, shutdown: Shutdown) -> Result<()> {
     let config = config.clone();
     let runtime = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || Consumption::start(&config, runtime)?.run(&shutdown))
-        .await
-        .map_err(|e| Error::History(format!("the telemetry consumer stopped: {e}")))?
+    tokio::task::spawn_blocking(move || {
+        let (consumption, reader) = Consumption::start(&config, runtime)?;
+        consumption.run(reader, &shutdown)
+    })
+    .await
+    .map_err(|e| Error::History(format!("the telemetry consumer stopped: {e}")))?
 }
 
 /// What the consumer keeps of one partition.
@@ -124,8 +128,6 @@ struct PendingFile {
 /// The consumer's side: polling, reading, buffering.
 struct Consumption {
     consumer: Arc<BaseConsumer>,
-    /// Reads the records the consumer fetches, in batches.
-    reader: Option<BatchReader>,
     topic: String,
     codec: &'static Codec,
     dead_letters: DeadLetters,
@@ -140,8 +142,12 @@ struct Consumption {
 }
 
 impl Consumption {
-    /// Subscribes, cleans up what a crash left and starts the file writer.
-    fn start(config: &TelemetryWriterConfig, runtime: tokio::runtime::Handle) -> Result<Self> {
+    /// Subscribes, cleans up what a crash left and starts the file writer;
+    /// returns it with the reader of the records the consumer fetches.
+    fn start(
+        config: &TelemetryWriterConfig,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<(Self, BatchReader)> {
         let topic = config.kafka.topic(Topic::Telemetry);
         let mut settings = vec![
             ("group.id", config.group_id.as_str()),
@@ -211,7 +217,6 @@ impl Consumption {
         tracing::info!(%topic, %root, "telemetry writer started");
         let mut consumption = Self {
             consumer,
-            reader: Some(reader),
             topic,
             codec: Codec::builtin(),
             dead_letters,
@@ -224,7 +229,7 @@ impl Consumption {
         for (partition, offset) in durable {
             consumption.state(partition).taken = offset;
         }
-        Ok(consumption)
+        Ok((consumption, reader))
     }
 
     /// A partition's state, made on first sight.
@@ -239,13 +244,10 @@ impl Consumption {
     }
 
     /// Reads until shutdown, then writes what is buffered and commits.
-    fn run(mut self, shutdown: &Shutdown) -> Result<()> {
+    fn run(mut self, mut reader: BatchReader, shutdown: &Shutdown) -> Result<()> {
         let mut polled = 0usize;
         // A record borrows the consumer it came from, not the rest of us.
         let consumer = self.consumer.clone();
-        let Some(mut reader) = self.reader.take() else {
-            return Err(Error::Consumer("the telemetry reader is gone".into()));
-        };
         loop {
             // The consumer's own queue first, emptied: rebalances, errors,
             // and records of partitions not yet routed to the reader, which

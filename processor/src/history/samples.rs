@@ -86,33 +86,23 @@ impl SamplesBuilder {
         self.rows += 1;
     }
 
-    /// Room for `rows` rows whose text columns take `text` bytes each
-    /// (in column order: cluster, pool, node, device_uuid,
-    /// parent_gpu_uuid, model, mig_profile, job_id, tenant, source) and
-    /// whose `pids` lists hold `pids` values in all.
-    fn with_capacity(rows: usize, text: [usize; 10], pids: usize) -> Self {
-        let string = |bytes: usize| StringBuilder::with_capacity(rows, bytes);
-        let [
-            cluster,
-            pool,
-            node,
-            device_uuid,
-            parent_gpu_uuid,
-            model,
-            mig_profile,
-            job_id,
-            tenant,
-            source,
-        ] = text;
-        SamplesBuilder {
+    /// Takes the rows so far as a batch and starts empty again, with room
+    /// for as many rows and bytes as the batch has: a partition's files are
+    /// alike, and columns that grow by doubling copy themselves over and
+    /// over.
+    pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
+        let rows = self.rows;
+        let text = |b: &StringBuilder| StringBuilder::with_capacity(rows, b.values_slice().len());
+        let pids = self.pids.values_ref().values_slice().len();
+        let next = SamplesBuilder {
             time: TimestampMicrosecondBuilder::with_capacity(rows),
-            cluster: string(cluster),
-            pool: string(pool),
-            node: string(node),
-            device_uuid: string(device_uuid),
-            parent_gpu_uuid: string(parent_gpu_uuid),
-            model: string(model),
-            mig_profile: string(mig_profile),
+            cluster: text(&self.cluster),
+            pool: text(&self.pool),
+            node: text(&self.node),
+            device_uuid: text(&self.device_uuid),
+            parent_gpu_uuid: text(&self.parent_gpu_uuid),
+            model: text(&self.model),
+            mig_profile: text(&self.mig_profile),
             slices: Int32Builder::with_capacity(rows),
             max_slices: Int32Builder::with_capacity(rows),
             sm_util_pct: Float32Builder::with_capacity(rows),
@@ -123,35 +113,13 @@ impl SamplesBuilder {
             energy_mj: Int64Builder::with_capacity(rows),
             temp_c: Int32Builder::with_capacity(rows),
             pids: ListBuilder::with_capacity(Int64Builder::with_capacity(pids), rows),
-            job_id: string(job_id),
-            tenant: string(tenant),
+            job_id: text(&self.job_id),
+            tenant: text(&self.tenant),
             interval_ms: Int32Builder::with_capacity(rows),
-            source: string(source),
+            source: text(&self.source),
             seq: Int64Builder::with_capacity(rows),
             rows: 0,
-        }
-    }
-
-    /// Takes the rows so far as a batch and starts empty again, with room
-    /// for as many rows as the batch has: a partition's files are alike,
-    /// and columns that grow by doubling copy themselves over and over.
-    pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
-        let next = Self::with_capacity(
-            self.rows,
-            [
-                self.cluster.values_slice().len(),
-                self.pool.values_slice().len(),
-                self.node.values_slice().len(),
-                self.device_uuid.values_slice().len(),
-                self.parent_gpu_uuid.values_slice().len(),
-                self.model.values_slice().len(),
-                self.mig_profile.values_slice().len(),
-                self.job_id.values_slice().len(),
-                self.tenant.values_slice().len(),
-                self.source.values_slice().len(),
-            ],
-            self.pids.values_ref().values_slice().len(),
-        );
+        };
         let mut this = std::mem::replace(self, next);
         let columns: Vec<ArrayRef> = vec![
             Arc::new(this.time.finish().with_timezone("UTC")),

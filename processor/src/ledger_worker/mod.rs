@@ -105,8 +105,9 @@ enum Output {
 /// Every partition's state machine, readable by the control API.
 pub type SharedLedgers = Arc<RwLock<BTreeMap<i32, Ledger>>>;
 
-/// One partition: its transactional producer, and the offset below which
-/// records were already decided before this start.
+/// One partition: its transaction thread, what it decided since the last
+/// batch was handed over, and the offset below which records were already
+/// decided before this start.
 struct PartitionWorker {
     transactions: Transactions,
     since_snapshot: u64,
