@@ -180,6 +180,12 @@ impl Record<'_> {
             .then(|| KafkaError::MessageConsumption(RDKafkaErrorCode::from(code)))
     }
 
+    /// Whether this entry says its partition was read to its end (with
+    /// `enable.partition.eof`) rather than carrying a record.
+    pub(crate) fn is_partition_end(&self) -> bool {
+        self.message.err == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__PARTITION_EOF
+    }
+
     fn bytes(&self, data: *mut c_void, len: usize) -> Option<&[u8]> {
         // SAFETY: librdkafka's pointer and length describe bytes the
         // message owns for as long as it is borrowed.

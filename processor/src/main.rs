@@ -18,7 +18,7 @@ use gpuledger_processor::history::compact;
 use gpuledger_processor::ledger::LedgerConfig;
 use gpuledger_processor::ledger_worker::{self, AnswerAt, LedgerWorkerConfig};
 use gpuledger_processor::replay::{self, ReplayConfig};
-use gpuledger_processor::telemetry::{self, RollingPolicy, TelemetryWriterConfig};
+use gpuledger_processor::telemetry::{self, RollingPolicy, TelemetryWriterConfig, Until};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -38,6 +38,12 @@ struct Cli {
 enum Command {
     /// Consume and write history until stopped.
     Run(Box<RunArgs>),
+    /// Write the telemetry topic's samples to history up to the end each
+    /// partition has when reached, then exit: a batch load (a CronJob, or
+    /// a topic's retention into a new history root). Resumes from the
+    /// group's committed offsets as `run` does, and refuses to start while
+    /// the group has members.
+    CatchUp(CatchUpArgs),
     /// Rebuild the ledger state from offset 0 (no output to Kafka) and write
     /// the snapshots a later `run` resumes from.
     Replay(ReplayArgs),
@@ -98,6 +104,28 @@ struct GenerateArgs {
     /// Stop after the ledger: no samples.
     #[arg(long)]
     ledger_only: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct CatchUpArgs {
+    #[command(flatten)]
+    kafka: KafkaArgs,
+
+    #[command(flatten)]
+    history: HistoryArgs,
+
+    /// Kafka consumer group whose committed offsets it resumes from and
+    /// advances: the `--group-id` of the `run` that writes this history.
+    #[arg(
+        long,
+        env = "GPULEDGER_GROUP_ID",
+        default_value = "gpuledger-processor"
+    )]
+    group_id: String,
+
+    /// Roll a history file once it holds this many rows.
+    #[arg(long, default_value_t = 500_000)]
+    flush_rows: usize,
 }
 
 #[derive(Debug, clap::Args)]
@@ -366,6 +394,33 @@ async fn main() -> anyhow::Result<()> {
                 serde_json::to_string(&summary)?
             )?;
         }
+        Command::CatchUp(args) => {
+            let config = TelemetryWriterConfig {
+                kafka: args.kafka,
+                group_id: args.group_id,
+                group_instance_id: None,
+                history_root: args.history.open().map_err(anyhow::Error::msg)?,
+                rolling: RollingPolicy {
+                    max_rows: args.flush_rows,
+                    // Files roll by size, and the last ones at the end.
+                    max_age: Duration::MAX,
+                },
+                until: Until::TopicEnd,
+            };
+            let started = std::time::Instant::now();
+            let ingested = telemetry::run(&config, shutdown.clone()).await?;
+            let mut out = std::io::stdout().lock();
+            serde_json::to_writer(
+                &mut out,
+                &serde_json::json!({
+                    "samples": ingested.samples,
+                    "files": ingested.files,
+                    "dead_letters": ingested.dead_letters,
+                    "seconds": started.elapsed().as_secs_f64(),
+                }),
+            )?;
+            writeln!(out)?;
+        }
         Command::Replay(args) => {
             let config = ReplayConfig {
                 kafka: args.kafka,
@@ -426,6 +481,7 @@ async fn main() -> anyhow::Result<()> {
                     max_rows: args.flush_rows,
                     max_age: Duration::from_millis(args.flush_interval_ms),
                 },
+                until: Until::Shutdown,
             };
             let api_state = ApiState::new(
                 &args.kafka,
@@ -466,7 +522,7 @@ async fn main() -> anyhow::Result<()> {
             // each from its durable progress.
             let mut tasks = tokio::task::JoinSet::new();
             let s = shutdown.clone();
-            tasks.spawn(async move { telemetry::run(&config, s).await });
+            tasks.spawn(async move { telemetry::run(&config, s).await.map(|_| ()) });
             let s = shutdown.clone();
             let ledgers = api_state.ledgers.clone();
             tasks.spawn(async move { ledger_worker::run(&ledger, ledgers, s).await });

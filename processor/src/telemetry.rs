@@ -27,6 +27,7 @@ use gpuledger_common::kafka::{DeadLetters, KafkaArgs};
 use gpuledger_common::shutdown::Shutdown;
 use gpuledger_schemas::{Codec, EventBody, SampleRecord, Topic};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::batch_reader::BatchReader;
@@ -45,6 +46,18 @@ pub struct RollingPolicy {
     pub max_age: Duration,
 }
 
+/// When the writer stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    /// On shutdown: the streaming writer of `run`, a member of its group.
+    Shutdown,
+    /// Once every partition of the topic has been read to the end it had
+    /// when reached, or on shutdown: `catch-up`, a batch load. It reads
+    /// every partition itself (no group membership) from the group's
+    /// committed offsets, and refuses to start while the group has members.
+    TopicEnd,
+}
+
 /// Settings of the telemetry writer.
 #[derive(Debug, Clone)]
 pub struct TelemetryWriterConfig {
@@ -55,6 +68,7 @@ pub struct TelemetryWriterConfig {
     pub group_instance_id: Option<String>,
     pub history_root: HistoryRoot,
     pub rolling: RollingPolicy,
+    pub until: Until,
 }
 
 /// Files handed to the writer and not yet durable, at most: the consumer
@@ -68,8 +82,20 @@ const POLL: Duration = Duration::from_millis(100);
 /// Records between two looks at the clock while records keep coming.
 const CLOCK_EVERY: usize = 4096;
 
-/// Runs until shutdown: consume, buffer, roll files, commit.
-pub async fn run(config: &TelemetryWriterConfig, shutdown: Shutdown) -> Result<()> {
+/// What a writer took in, all of it durable once [`run`] returns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Ingested {
+    /// Rows written to `samples`.
+    pub samples: u64,
+    /// `samples` files written.
+    pub files: u64,
+    /// Records sent to the DLQ.
+    pub dead_letters: u64,
+}
+
+/// Runs until shutdown, or until the topic's end (see [`Until`]):
+/// consume, buffer, roll files, commit.
+pub async fn run(config: &TelemetryWriterConfig, shutdown: Shutdown) -> Result<Ingested> {
     let config = config.clone();
     let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
@@ -85,6 +111,8 @@ pub async fn run(config: &TelemetryWriterConfig, shutdown: Shutdown) -> Result<(
 struct PartitionState {
     taken: i64,
     buffer: PartitionBuffer,
+    /// Read to the end the partition had then, with no record since.
+    at_end: bool,
 }
 
 impl Default for PartitionState {
@@ -92,6 +120,7 @@ impl Default for PartitionState {
         Self {
             taken: -1,
             buffer: PartitionBuffer::default(),
+            at_end: false,
         }
     }
 }
@@ -133,6 +162,10 @@ struct Consumption {
     dead_letters: DeadLetters,
     runtime: tokio::runtime::Handle,
     rolling: RollingPolicy,
+    until: Until,
+    /// The partitions read, where `until` is [`Until::TopicEnd`].
+    assigned: Vec<i32>,
+    ingested: Ingested,
     /// Per partition id: the highest offset taken (in a file, buffered or
     /// sent to the DLQ; a record at or below it is one seen before) and the
     /// rows buffered.
@@ -175,8 +208,13 @@ impl Consumption {
             .group_instance_id
             .as_ref()
             .map(|id| format!("{id}-telemetry"));
-        if let Some(id) = &instance {
-            settings.push(("group.instance.id", id));
+        match config.until {
+            Until::Shutdown => {
+                if let Some(id) = &instance {
+                    settings.push(("group.instance.id", id));
+                }
+            }
+            Until::TopicEnd => settings.push(("enable.partition.eof", "true")),
         }
         let consumer: Arc<BaseConsumer> =
             Arc::new(config.kafka.client_config(&settings)?.create()?);
@@ -186,7 +224,25 @@ impl Consumption {
         let known =
             gpuledger_common::kafka::partitions_of(consumer.client(), &topic).unwrap_or_default();
         let reader = BatchReader::new(consumer.clone(), &topic, &known)?;
-        consumer.subscribe(&[&topic])?;
+        let assigned = match config.until {
+            Until::Shutdown => {
+                consumer.subscribe(&[&topic])?;
+                Vec::new()
+            }
+            Until::TopicEnd => {
+                ensure_no_members(&consumer, &config.group_id)?;
+                if known.is_empty() {
+                    return Err(Error::Consumer(format!("topic {topic} has no partitions")));
+                }
+                let mut list = TopicPartitionList::new();
+                for &partition in &known {
+                    // The group's committed offset, else the earliest.
+                    list.add_partition_offset(&topic, partition, Offset::Stored)?;
+                }
+                consumer.assign(&list)?;
+                known
+            }
+        };
         let dead_letters = DeadLetters::new(&config.kafka, "gpuledger-processor-dlq")?;
         let root = &config.history_root;
         let leftovers = remove_leftovers(root, samples::TABLE, None)?
@@ -222,6 +278,9 @@ impl Consumption {
             dead_letters,
             runtime,
             rolling: config.rolling,
+            until: config.until,
+            assigned,
+            ingested: Ingested::default(),
             partitions: Vec::new(),
             files: Some(files),
             writer: Some(writer),
@@ -243,8 +302,9 @@ impl Consumption {
         &mut self.partitions[index]
     }
 
-    /// Reads until shutdown, then writes what is buffered and commits.
-    fn run(mut self, mut reader: BatchReader, shutdown: &Shutdown) -> Result<()> {
+    /// Reads until shutdown (or the topic's end), then writes what is
+    /// buffered and commits.
+    fn run(mut self, mut reader: BatchReader, shutdown: &Shutdown) -> Result<Ingested> {
         let mut polled = 0usize;
         // A record borrows the consumer it came from, not the rest of us.
         let consumer = self.consumer.clone();
@@ -259,14 +319,21 @@ impl Consumption {
                         self.take(&message)?;
                         polled += 1;
                     }
+                    Err(KafkaError::PartitionEOF(partition)) => self.state(partition).at_end = true,
                     Err(e) => tracing::warn!(error = %e, "telemetry consumer error; retrying"),
                 }
             }
-            let read = reader.read(POLL, |record| match record.error() {
-                None => self.take(record),
-                Some(e) => {
-                    tracing::warn!(error = %e, "telemetry consumer error; retrying");
-                    Ok(())
+            let read = reader.read(POLL, |record| {
+                if record.is_partition_end() {
+                    self.state(record.partition()).at_end = true;
+                    return Ok(());
+                }
+                match record.error() {
+                    None => self.take(record),
+                    Some(e) => {
+                        tracing::warn!(error = %e, "telemetry consumer error; retrying");
+                        Ok(())
+                    }
                 }
             })?;
             polled += read;
@@ -275,7 +342,7 @@ impl Consumption {
             }
             metrics::TELEMETRY_RECORDS_POLLED.add(polled as u64);
             polled = 0;
-            if shutdown.is_requested() {
+            if shutdown.is_requested() || self.read_to_end() {
                 break;
             }
             self.roll_aged()?;
@@ -288,8 +355,24 @@ impl Consumption {
             // Nothing consumed yet is not a failure.
             tracing::debug!(error = %e, "final commit");
         }
-        tracing::info!("telemetry writer stopped");
-        Ok(())
+        tracing::info!(
+            samples = self.ingested.samples,
+            files = self.ingested.files,
+            "telemetry writer stopped"
+        );
+        Ok(self.ingested)
+    }
+
+    /// Whether the writer reads to the topic's end and every partition has
+    /// reached it.
+    fn read_to_end(&self) -> bool {
+        self.until == Until::TopicEnd
+            && self.assigned.iter().all(|&partition| {
+                usize::try_from(partition)
+                    .ok()
+                    .and_then(|index| self.partitions.get(index))
+                    .is_some_and(|state| state.at_end)
+            })
     }
 
     /// One record: into its partition's columns, or to the DLQ.
@@ -297,6 +380,7 @@ impl Consumption {
         let partition = message.partition();
         let offset = message.offset();
         let state = self.state(partition);
+        state.at_end = false;
         if offset <= state.taken {
             return Ok(());
         }
@@ -364,6 +448,7 @@ impl Consumption {
     fn dead_letter(&mut self, message: &impl Message, reason: &str) -> Result<()> {
         let (partition, offset) = (message.partition(), message.offset());
         metrics::TELEMETRY_DEAD_LETTERS.inc();
+        self.ingested.dead_letters += 1;
         tracing::warn!(partition, offset, %reason, "telemetry record sent to the DLQ");
         self.runtime
             .block_on(self.dead_letters.send(message, reason))?;
@@ -402,6 +487,10 @@ impl Consumption {
         };
         // The emptied columns keep room for a file like this one.
         self.state(partition).buffer.rows = std::mem::take(&mut buffer.rows);
+        if let Some(batch) = &batch {
+            self.ingested.samples += batch.num_rows() as u64;
+            self.ingested.files += 1;
+        }
         let file = PendingFile {
             name: FileName {
                 topic: self.topic.clone(),
@@ -432,6 +521,26 @@ impl Consumption {
             None => Ok(()),
         }
     }
+}
+
+/// Refuses to go on while `group` has members: a writer reading every
+/// partition beside them would write the same records into files of its
+/// own.
+fn ensure_no_members(consumer: &BaseConsumer, group: &str) -> Result<()> {
+    let groups = consumer.fetch_group_list(Some(group), Duration::from_secs(30))?;
+    let members: usize = groups
+        .groups()
+        .iter()
+        .filter(|g| g.name() == group)
+        .map(|g| g.members().len())
+        .sum();
+    if members > 0 {
+        return Err(Error::Consumer(format!(
+            "consumer group {group} has {members} active member(s): stop the `run` of this \
+             group before catching up"
+        )));
+    }
+    Ok(())
 }
 
 /// The writer's side: each file sorted, rolled up, written durably, then
