@@ -217,6 +217,7 @@ struct Datum<'a> {
 
 impl<'a> Datum<'a> {
     /// A zig-zag varint `long` (at most 10 bytes).
+    #[inline]
     fn long(&mut self) -> Option<i64> {
         // Most fields are one byte: lengths, union branches, small counts.
         if let Some((&byte, rest)) = self.rest.split_first()
@@ -226,6 +227,12 @@ impl<'a> Datum<'a> {
             let value = u64::from(byte);
             return Some((value >> 1) as i64 ^ -((value & 1) as i64));
         }
+        self.long_of_many_bytes()
+    }
+
+    /// [`Datum::long`] past its first byte.
+    #[inline(never)]
+    fn long_of_many_bytes(&mut self) -> Option<i64> {
         let mut value: u64 = 0;
         for (i, &byte) in self.rest.iter().enumerate().take(10) {
             // The tenth byte holds the 64th bit only.
@@ -254,14 +261,21 @@ impl<'a> Datum<'a> {
     }
 
     /// A `string`: its length, then UTF-8.
+    #[inline]
     fn string(&mut self) -> Option<&'a str> {
         let len = usize::try_from(self.long()?).ok()?;
         let (bytes, rest) = self.rest.split_at_checked(len)?;
         self.rest = rest;
+        // Nearly every text here is ASCII, which is checked faster.
+        if bytes.is_ascii() {
+            // SAFETY: ASCII is UTF-8.
+            return Some(unsafe { std::str::from_utf8_unchecked(bytes) });
+        }
         std::str::from_utf8(bytes).ok()
     }
 
     /// A `["null", T]` union: branch 0 is null, branch 1 is `T`.
+    #[inline]
     fn optional<T>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<Option<T>> {
         match self.long()? {
             0 => Some(None),

@@ -1,6 +1,5 @@
 //! The `samples` table: every `GpuSample`, one row each.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -12,6 +11,7 @@ use arrow::compute::take_record_batch;
 use arrow::datatypes::{Int64Type, TimestampMicrosecondType};
 use arrow::error::ArrowError;
 use gpuledger_schemas::SampleRecord;
+use rustc_hash::FxHashMap;
 
 pub use gpuledger_schemas::tables::samples::TABLE;
 
@@ -175,7 +175,7 @@ pub fn sorted(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
     };
 
     // Each row's device as a small number, in order of first sight.
-    let mut ids: HashMap<&str, u32> = HashMap::new();
+    let mut ids: FxHashMap<&str, u32> = FxHashMap::default();
     let mut names: Vec<&str> = Vec::new();
     let mut device_of: Vec<u32> = Vec::with_capacity(rows);
     for i in 0..rows {
