@@ -3,12 +3,12 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, Float32Builder, Int32Builder, Int64Builder, ListBuilder, RecordBatch, StringBuilder,
-    TimestampMicrosecondBuilder,
+    ArrayRef, AsArray, BooleanBufferBuilder, Float32Array, Int32Array, Int64Array, ListArray,
+    RecordBatch, StringArray, TimestampMicrosecondArray, UInt32Array,
 };
-use arrow::array::{AsArray, UInt32Array};
+use arrow::buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::compute::take_record_batch;
-use arrow::datatypes::{Int64Type, TimestampMicrosecondType};
+use arrow::datatypes::{ArrowNativeType, DataType, Int64Type, TimestampMicrosecondType};
 use arrow::error::ArrowError;
 use gpuledger_schemas::SampleRecord;
 use rustc_hash::FxHashMap;
@@ -17,73 +17,206 @@ pub use gpuledger_schemas::tables::samples::TABLE;
 
 pub use gpuledger_schemas::tables::samples::SCHEMA;
 
-/// Accumulates samples column by column.
+/// Accumulates samples column by column, in plain vectors that become the
+/// batch's buffers without a copy. (Arrow's builders cost twice as much per
+/// sample on the consumer's thread, which the telemetry writer waits on.)
 #[derive(Debug, Default)]
 pub struct SamplesBuilder {
-    time: TimestampMicrosecondBuilder,
-    cluster: StringBuilder,
-    pool: StringBuilder,
-    node: StringBuilder,
-    device_uuid: StringBuilder,
-    parent_gpu_uuid: StringBuilder,
-    model: StringBuilder,
-    mig_profile: StringBuilder,
-    slices: Int32Builder,
-    max_slices: Int32Builder,
-    sm_util_pct: Float32Builder,
-    mem_util_pct: Float32Builder,
-    mem_used_bytes: Int64Builder,
-    mem_total_bytes: Int64Builder,
-    power_mw: Int64Builder,
-    energy_mj: Int64Builder,
-    temp_c: Int32Builder,
-    pids: ListBuilder<Int64Builder>,
-    job_id: StringBuilder,
-    tenant: StringBuilder,
-    interval_ms: Int32Builder,
-    source: StringBuilder,
-    seq: Int64Builder,
-    rows: usize,
+    time: Vec<i64>,
+    cluster: Text,
+    pool: Text,
+    node: Text,
+    device_uuid: Text,
+    parent_gpu_uuid: Text,
+    model: Text,
+    mig_profile: Text,
+    slices: Vec<i32>,
+    max_slices: Vec<i32>,
+    sm_util_pct: Optional<f32>,
+    mem_util_pct: Optional<f32>,
+    mem_used_bytes: Vec<i64>,
+    mem_total_bytes: Vec<i64>,
+    power_mw: Optional<i64>,
+    energy_mj: Optional<i64>,
+    temp_c: Optional<i32>,
+    /// Each row's end in `pid_values`, after a leading 0.
+    pid_offsets: Vec<i32>,
+    pid_values: Vec<i64>,
+    job_id: Text,
+    tenant: Text,
+    interval_ms: Vec<i32>,
+    source: Text,
+    seq: Vec<i64>,
+}
+
+/// A text column: the bytes of every value, and where each ends.
+#[derive(Debug, Default)]
+struct Text {
+    /// Each value's end in `bytes`, after a leading 0.
+    offsets: Vec<i32>,
+    bytes: Vec<u8>,
+    /// Set once a value is missing.
+    nulls: Option<BooleanBufferBuilder>,
+}
+
+impl Text {
+    fn with_capacity_of(other: &Text) -> Self {
+        let mut offsets = Vec::with_capacity(other.offsets.len().max(1));
+        offsets.push(0);
+        Self {
+            offsets,
+            bytes: Vec::with_capacity(other.bytes.len()),
+            nulls: None,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, value: &str) {
+        if self.offsets.is_empty() {
+            self.offsets.push(0);
+        }
+        self.bytes.extend_from_slice(value.as_bytes());
+        // Past i32::MAX the end wraps; `finish` refuses such a column.
+        self.offsets.push(self.bytes.len() as i32);
+        if let Some(nulls) = &mut self.nulls {
+            nulls.append(true);
+        }
+    }
+
+    #[inline]
+    fn push_option(&mut self, value: Option<&str>) {
+        match value {
+            Some(value) => self.push(value),
+            None => {
+                if self.offsets.is_empty() {
+                    self.offsets.push(0);
+                }
+                let rows = self.offsets.len() - 1;
+                self.offsets.push(self.bytes.len() as i32);
+                self.nulls
+                    .get_or_insert_with(|| all_valid(rows, self.offsets.capacity()))
+                    .append(false);
+            }
+        }
+    }
+
+    fn finish(self, name: &str) -> Result<ArrayRef, ArrowError> {
+        if i32::try_from(self.bytes.len()).is_err() {
+            return Err(ArrowError::ComputeError(format!(
+                "samples column {name} holds {} bytes of text, past what one batch can",
+                self.bytes.len()
+            )));
+        }
+        let mut offsets = self.offsets;
+        if offsets.is_empty() {
+            offsets.push(0);
+        }
+        let nulls = self.nulls.map(|mut n| NullBuffer::new(n.finish()));
+        Ok(Arc::new(StringArray::try_new(
+            OffsetBuffer::new(ScalarBuffer::from(offsets)),
+            Buffer::from_vec(self.bytes),
+            nulls,
+        )?))
+    }
+}
+
+/// An optional number column: values (a default where missing) and,
+/// once one is missing, which are there.
+#[derive(Debug)]
+struct Optional<T> {
+    values: Vec<T>,
+    nulls: Option<BooleanBufferBuilder>,
+}
+
+impl<T> Default for Optional<T> {
+    fn default() -> Self {
+        Self {
+            values: Vec::new(),
+            nulls: None,
+        }
+    }
+}
+
+impl<T: Copy + Default> Optional<T> {
+    fn with_capacity(rows: usize) -> Self {
+        Self {
+            values: Vec::with_capacity(rows),
+            nulls: None,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, value: Option<T>) {
+        let rows = self.values.len();
+        self.values.push(value.unwrap_or_default());
+        match (&mut self.nulls, value.is_some()) {
+            (Some(nulls), valid) => nulls.append(valid),
+            (None, true) => {}
+            (None, false) => {
+                let mut nulls = all_valid(rows, self.values.capacity());
+                nulls.append(false);
+                self.nulls = Some(nulls);
+            }
+        }
+    }
+
+    fn finish(self) -> (ScalarBuffer<T>, Option<NullBuffer>)
+    where
+        T: ArrowNativeType,
+    {
+        let nulls = self.nulls.map(|mut n| NullBuffer::new(n.finish()));
+        (ScalarBuffer::from(self.values), nulls)
+    }
+}
+
+/// Validity bits for `rows` values, all there, with room for `capacity`.
+fn all_valid(rows: usize, capacity: usize) -> BooleanBufferBuilder {
+    let mut nulls = BooleanBufferBuilder::new(capacity.max(rows + 1));
+    nulls.append_n(rows, true);
+    nulls
 }
 
 impl SamplesBuilder {
     /// Rows so far.
     pub fn len(&self) -> usize {
-        self.rows
+        self.time.len()
     }
 
     /// True when empty.
     pub fn is_empty(&self) -> bool {
-        self.rows == 0
+        self.time.is_empty()
     }
 
     /// Appends one sample.
     pub fn push(&mut self, s: &SampleRecord<'_>) {
-        self.time.append_value(s.event_time.as_micros());
-        self.cluster.append_value(s.cluster);
-        self.pool.append_value(s.pool);
-        self.node.append_value(s.node);
-        self.device_uuid.append_value(s.device_uuid);
-        self.parent_gpu_uuid.append_option(s.parent_gpu_uuid);
-        self.model.append_value(s.model);
-        self.mig_profile.append_option(s.mig_profile);
-        self.slices.append_value(s.slices);
-        self.max_slices.append_value(s.max_slices);
-        self.sm_util_pct.append_option(s.sm_util_pct);
-        self.mem_util_pct.append_option(s.mem_util_pct);
-        self.mem_used_bytes.append_value(s.mem_used_bytes);
-        self.mem_total_bytes.append_value(s.mem_total_bytes);
-        self.power_mw.append_option(s.power_mw);
-        self.energy_mj.append_option(s.energy_mj);
-        self.temp_c.append_option(s.temp_c);
-        self.pids.values().extend(s.pids.iter().map(Some));
-        self.pids.append(true);
-        self.job_id.append_option(s.job_id);
-        self.tenant.append_option(s.tenant);
-        self.interval_ms.append_value(s.interval_ms);
-        self.source.append_value(s.source);
-        self.seq.append_value(s.seq);
-        self.rows += 1;
+        self.time.push(s.event_time.as_micros());
+        self.cluster.push(s.cluster);
+        self.pool.push(s.pool);
+        self.node.push(s.node);
+        self.device_uuid.push(s.device_uuid);
+        self.parent_gpu_uuid.push_option(s.parent_gpu_uuid);
+        self.model.push(s.model);
+        self.mig_profile.push_option(s.mig_profile);
+        self.slices.push(s.slices);
+        self.max_slices.push(s.max_slices);
+        self.sm_util_pct.push(s.sm_util_pct);
+        self.mem_util_pct.push(s.mem_util_pct);
+        self.mem_used_bytes.push(s.mem_used_bytes);
+        self.mem_total_bytes.push(s.mem_total_bytes);
+        self.power_mw.push(s.power_mw);
+        self.energy_mj.push(s.energy_mj);
+        self.temp_c.push(s.temp_c);
+        if self.pid_offsets.is_empty() {
+            self.pid_offsets.push(0);
+        }
+        self.pid_values.extend(s.pids.iter());
+        // Past i32::MAX the end wraps; `finish` refuses such a column.
+        self.pid_offsets.push(self.pid_values.len() as i32);
+        self.job_id.push_option(s.job_id);
+        self.tenant.push_option(s.tenant);
+        self.interval_ms.push(s.interval_ms);
+        self.source.push(s.source);
+        self.seq.push(s.seq);
     }
 
     /// Takes the rows so far as a batch and starts empty again, with room
@@ -91,63 +224,101 @@ impl SamplesBuilder {
     /// alike, and columns that grow by doubling copy themselves over and
     /// over.
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
-        let rows = self.rows;
-        let text = |b: &StringBuilder| StringBuilder::with_capacity(rows, b.values_slice().len());
-        let pids = self.pids.values_ref().values_slice().len();
+        let rows = self.len();
+        let mut pid_offsets = Vec::with_capacity(rows + 1);
+        pid_offsets.push(0);
         let next = SamplesBuilder {
-            time: TimestampMicrosecondBuilder::with_capacity(rows),
-            cluster: text(&self.cluster),
-            pool: text(&self.pool),
-            node: text(&self.node),
-            device_uuid: text(&self.device_uuid),
-            parent_gpu_uuid: text(&self.parent_gpu_uuid),
-            model: text(&self.model),
-            mig_profile: text(&self.mig_profile),
-            slices: Int32Builder::with_capacity(rows),
-            max_slices: Int32Builder::with_capacity(rows),
-            sm_util_pct: Float32Builder::with_capacity(rows),
-            mem_util_pct: Float32Builder::with_capacity(rows),
-            mem_used_bytes: Int64Builder::with_capacity(rows),
-            mem_total_bytes: Int64Builder::with_capacity(rows),
-            power_mw: Int64Builder::with_capacity(rows),
-            energy_mj: Int64Builder::with_capacity(rows),
-            temp_c: Int32Builder::with_capacity(rows),
-            pids: ListBuilder::with_capacity(Int64Builder::with_capacity(pids), rows),
-            job_id: text(&self.job_id),
-            tenant: text(&self.tenant),
-            interval_ms: Int32Builder::with_capacity(rows),
-            source: text(&self.source),
-            seq: Int64Builder::with_capacity(rows),
-            rows: 0,
+            time: Vec::with_capacity(rows),
+            cluster: Text::with_capacity_of(&self.cluster),
+            pool: Text::with_capacity_of(&self.pool),
+            node: Text::with_capacity_of(&self.node),
+            device_uuid: Text::with_capacity_of(&self.device_uuid),
+            parent_gpu_uuid: Text::with_capacity_of(&self.parent_gpu_uuid),
+            model: Text::with_capacity_of(&self.model),
+            mig_profile: Text::with_capacity_of(&self.mig_profile),
+            slices: Vec::with_capacity(rows),
+            max_slices: Vec::with_capacity(rows),
+            sm_util_pct: Optional::with_capacity(rows),
+            mem_util_pct: Optional::with_capacity(rows),
+            mem_used_bytes: Vec::with_capacity(rows),
+            mem_total_bytes: Vec::with_capacity(rows),
+            power_mw: Optional::with_capacity(rows),
+            energy_mj: Optional::with_capacity(rows),
+            temp_c: Optional::with_capacity(rows),
+            pid_offsets,
+            pid_values: Vec::with_capacity(self.pid_values.len()),
+            job_id: Text::with_capacity_of(&self.job_id),
+            tenant: Text::with_capacity_of(&self.tenant),
+            interval_ms: Vec::with_capacity(rows),
+            source: Text::with_capacity_of(&self.source),
+            seq: Vec::with_capacity(rows),
         };
-        let mut this = std::mem::replace(self, next);
+        let this = std::mem::replace(self, next);
+        let float = |column: Optional<f32>| -> ArrayRef {
+            let (values, nulls) = column.finish();
+            Arc::new(Float32Array::new(values, nulls))
+        };
+        let long = |column: Optional<i64>| -> ArrayRef {
+            let (values, nulls) = column.finish();
+            Arc::new(Int64Array::new(values, nulls))
+        };
+        let int = |column: Optional<i32>| -> ArrayRef {
+            let (values, nulls) = column.finish();
+            Arc::new(Int32Array::new(values, nulls))
+        };
+        let ints = |values: Vec<i32>| -> ArrayRef { Arc::new(Int32Array::from(values)) };
+        let longs = |values: Vec<i64>| -> ArrayRef { Arc::new(Int64Array::from(values)) };
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(this.time.finish().with_timezone("UTC")),
-            Arc::new(this.cluster.finish()),
-            Arc::new(this.pool.finish()),
-            Arc::new(this.node.finish()),
-            Arc::new(this.device_uuid.finish()),
-            Arc::new(this.parent_gpu_uuid.finish()),
-            Arc::new(this.model.finish()),
-            Arc::new(this.mig_profile.finish()),
-            Arc::new(this.slices.finish()),
-            Arc::new(this.max_slices.finish()),
-            Arc::new(this.sm_util_pct.finish()),
-            Arc::new(this.mem_util_pct.finish()),
-            Arc::new(this.mem_used_bytes.finish()),
-            Arc::new(this.mem_total_bytes.finish()),
-            Arc::new(this.power_mw.finish()),
-            Arc::new(this.energy_mj.finish()),
-            Arc::new(this.temp_c.finish()),
-            Arc::new(this.pids.finish()),
-            Arc::new(this.job_id.finish()),
-            Arc::new(this.tenant.finish()),
-            Arc::new(this.interval_ms.finish()),
-            Arc::new(this.source.finish()),
-            Arc::new(this.seq.finish()),
+            Arc::new(TimestampMicrosecondArray::from(this.time).with_timezone("UTC")),
+            this.cluster.finish("cluster")?,
+            this.pool.finish("pool")?,
+            this.node.finish("node")?,
+            this.device_uuid.finish("device_uuid")?,
+            this.parent_gpu_uuid.finish("parent_gpu_uuid")?,
+            this.model.finish("model")?,
+            this.mig_profile.finish("mig_profile")?,
+            ints(this.slices),
+            ints(this.max_slices),
+            float(this.sm_util_pct),
+            float(this.mem_util_pct),
+            longs(this.mem_used_bytes),
+            longs(this.mem_total_bytes),
+            long(this.power_mw),
+            long(this.energy_mj),
+            int(this.temp_c),
+            pids(this.pid_offsets, this.pid_values)?,
+            this.job_id.finish("job_id")?,
+            this.tenant.finish("tenant")?,
+            ints(this.interval_ms),
+            this.source.finish("source")?,
+            longs(this.seq),
         ];
         RecordBatch::try_new(SCHEMA.clone(), columns)
     }
+}
+
+/// The `pids` column: each row's list of process ids.
+fn pids(mut offsets: Vec<i32>, values: Vec<i64>) -> Result<ArrayRef, ArrowError> {
+    if i32::try_from(values.len()).is_err() {
+        return Err(ArrowError::ComputeError(format!(
+            "samples column pids holds {} ids, past what one batch can",
+            values.len()
+        )));
+    }
+    if offsets.is_empty() {
+        offsets.push(0);
+    }
+    let DataType::List(item) = SCHEMA.field_with_name("pids")?.data_type() else {
+        return Err(ArrowError::SchemaError(
+            "the samples schema's pids is not a list".into(),
+        ));
+    };
+    Ok(Arc::new(ListArray::try_new(
+        item.clone(),
+        OffsetBuffer::new(ScalarBuffer::from(offsets)),
+        Arc::new(Int64Array::from(values)),
+        None,
+    )?))
 }
 
 /// The rows of a `samples` batch ordered by device, then time (then
@@ -238,6 +409,7 @@ pub(crate) fn fixture_rows(rows: usize) -> SamplesBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::Array;
     use gpuledger_schemas::EventBody;
     use gpuledger_schemas::samples::one_of_each;
 
@@ -248,6 +420,90 @@ mod tests {
         assert_eq!(batch.num_rows(), 2);
         assert_eq!(batch.schema(), *SCHEMA);
         assert!(builder.is_empty());
+    }
+
+    /// Optional values missing at the start, in the middle and at the end
+    /// of a batch, pid lists of every length, over two batches (the second
+    /// starts from the first's capacities): each row reads back as pushed.
+    #[test]
+    fn every_value_reads_back_as_pushed() {
+        let event = one_of_each()
+            .into_iter()
+            .find(|e| matches!(e.body, EventBody::GpuSample(_)))
+            .unwrap();
+        let EventBody::GpuSample(template) = &event.body else {
+            unreachable!()
+        };
+        let mut builder = SamplesBuilder::default();
+        for batch_rows in [37usize, 101] {
+            let mut expected = Vec::new();
+            for i in 0..batch_rows {
+                let on = |modulus: usize| i % modulus != 0;
+                let mut sample = template.clone();
+                sample.device_uuid = format!("GPU-{i}");
+                sample.parent_gpu_uuid = on(2).then(|| format!("GPU-p{i}"));
+                sample.mig_profile = on(3).then(|| "1g.10gb".to_owned());
+                sample.sm_util_pct = on(4).then_some(i as f32);
+                sample.mem_util_pct = (i % 5 == 1).then_some(1.5);
+                sample.power_mw = on(6).then_some(i as i64);
+                sample.energy_mj = on(7).then_some(-(i as i64));
+                sample.temp_c = (i + 1 != batch_rows).then_some(40);
+                sample.job_id = on(2).then(|| format!("job-{i}"));
+                sample.tenant = (i % 2 == 0).then(|| "t".to_owned());
+                sample.pids = (0..(i % 4) as i64).collect();
+                builder.push(&SampleRecord::of(&event.envelope, &sample));
+                expected.push(sample);
+            }
+            let batch = builder.finish().unwrap();
+            assert_eq!(batch.num_rows(), batch_rows);
+            assert!(builder.is_empty());
+            let text = |name: &str| batch.column_by_name(name).unwrap().as_string::<i32>();
+            let optional_text = |name: &str, row: usize| {
+                let column = text(name);
+                column.is_valid(row).then(|| column.value(row).to_owned())
+            };
+            let primitive = |name: &str| batch.column_by_name(name).unwrap().clone();
+            let pids = batch.column_by_name("pids").unwrap().as_list::<i32>();
+            for (row, sample) in expected.iter().enumerate() {
+                assert_eq!(text("device_uuid").value(row), sample.device_uuid);
+                assert_eq!(
+                    optional_text("parent_gpu_uuid", row),
+                    sample.parent_gpu_uuid
+                );
+                assert_eq!(optional_text("mig_profile", row), sample.mig_profile);
+                assert_eq!(optional_text("job_id", row), sample.job_id);
+                assert_eq!(optional_text("tenant", row), sample.tenant);
+                let sm = primitive("sm_util_pct");
+                let sm = sm.as_primitive::<arrow::datatypes::Float32Type>();
+                assert_eq!(sm.is_valid(row).then(|| sm.value(row)), sample.sm_util_pct);
+                let mem = primitive("mem_util_pct");
+                let mem = mem.as_primitive::<arrow::datatypes::Float32Type>();
+                assert_eq!(
+                    mem.is_valid(row).then(|| mem.value(row)),
+                    sample.mem_util_pct
+                );
+                for (name, want) in [
+                    ("power_mw", sample.power_mw),
+                    ("energy_mj", sample.energy_mj),
+                ] {
+                    let column = primitive(name);
+                    let column = column.as_primitive::<Int64Type>();
+                    assert_eq!(
+                        column.is_valid(row).then(|| column.value(row)),
+                        want,
+                        "{name}"
+                    );
+                }
+                let temp = primitive("temp_c");
+                let temp = temp.as_primitive::<arrow::datatypes::Int32Type>();
+                assert_eq!(temp.is_valid(row).then(|| temp.value(row)), sample.temp_c);
+                let ids = pids.value(row);
+                assert_eq!(
+                    ids.as_primitive::<Int64Type>().values().to_vec(),
+                    sample.pids
+                );
+            }
+        }
     }
 
     /// Rows of several devices, interleaved, some arriving out of time
