@@ -9,13 +9,13 @@
 //! its samples file; a roll-up a crash left without its samples file is
 //! removed on start, as the records it summed will be read again.
 //!
-//! Two threads do the work, neither of them on the async runtime: the
-//! consumer reads records a batch at a time ([`BatchReader`]) and each
-//! sample straight into its partition's columns, and the file writer
-//! sorts, rolls up and writes the batches the consumer hands it, in order,
-//! storing each file's offsets once it is durable. The consumer reads on
-//! while a file is written; it waits only when two files are already
-//! queued.
+//! Threads do the work, none of them on the async runtime: the consumer
+//! reads records a batch at a time ([`BatchReader`]) and each sample
+//! straight into its partition's columns, and two file writers, each with
+//! the files of half the partitions, sort, roll up and write the batches
+//! the consumer hands them, a partition's in order, storing each file's
+//! offsets once it is durable. The consumer reads on while files are
+//! written; it waits only when a writer already has two files queued.
 
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender};
@@ -71,7 +71,12 @@ pub struct TelemetryWriterConfig {
     pub until: Until,
 }
 
-/// Files handed to the writer and not yet durable, at most: the consumer
+/// Threads writing files, each the files of every `FILE_WRITERS`th
+/// partition: sorting, rolling up and encoding a file take about as long
+/// as reading its records.
+const FILE_WRITERS: usize = 2;
+
+/// Files handed to a writer and not yet durable, at most: the consumer
 /// reads on while they are written, and waits beyond.
 const QUEUED_FILES: usize = 2;
 
@@ -170,8 +175,10 @@ struct Consumption {
     /// sent to the DLQ; a record at or below it is one seen before) and the
     /// rows buffered.
     partitions: Vec<PartitionState>,
-    files: Option<SyncSender<PendingFile>>,
-    writer: Option<std::thread::JoinHandle<Result<()>>>,
+    /// The file writers' queues and threads; a partition's files all go
+    /// to the same one, in order.
+    files: Vec<SyncSender<PendingFile>>,
+    writers: Vec<std::thread::JoinHandle<Result<()>>>,
 }
 
 impl Consumption {
@@ -261,15 +268,22 @@ impl Consumption {
                 "removed roll-ups whose samples file a crash prevented"
             );
         }
-        let (files, queue) = std::sync::mpsc::sync_channel(QUEUED_FILES);
-        let writer = FileWriter {
-            consumer: consumer.clone(),
-            topic: topic.clone(),
-            root: root.clone(),
-        };
-        let writer = std::thread::Builder::new()
-            .name("telemetry-files".to_owned())
-            .spawn(move || writer.run(&queue))?;
+        let mut files = Vec::with_capacity(FILE_WRITERS);
+        let mut writers = Vec::with_capacity(FILE_WRITERS);
+        for _ in 0..FILE_WRITERS {
+            let (sender, queue) = std::sync::mpsc::sync_channel(QUEUED_FILES);
+            let writer = FileWriter {
+                consumer: consumer.clone(),
+                topic: topic.clone(),
+                root: root.clone(),
+            };
+            files.push(sender);
+            writers.push(
+                std::thread::Builder::new()
+                    .name("telemetry-files".to_owned())
+                    .spawn(move || writer.run(&queue))?,
+            );
+        }
         tracing::info!(%topic, %root, "telemetry writer started");
         let mut consumption = Self {
             consumer,
@@ -282,8 +296,8 @@ impl Consumption {
             assigned,
             ingested: Ingested::default(),
             partitions: Vec::new(),
-            files: Some(files),
-            writer: Some(writer),
+            files,
+            writers,
         };
         for (partition, offset) in durable {
             consumption.state(partition).taken = offset;
@@ -501,7 +515,9 @@ impl Consumption {
             date: std::mem::take(&mut buffer.date),
             batch,
         };
-        let sent = self.files.as_ref().is_some_and(|f| f.send(file).is_ok());
+        // Partition ids count from 0; a negative one is never delivered.
+        let writer = usize::try_from(partition).unwrap_or_default() % FILE_WRITERS;
+        let sent = self.files.get(writer).is_some_and(|f| f.send(file).is_ok());
         if !sent {
             // The writer stopped on an error: that error is the answer.
             self.finish_writing()?;
@@ -513,13 +529,18 @@ impl Consumption {
     /// Waits for every queued file to be durable; the writer's error, if
     /// it stopped on one.
     fn finish_writing(&mut self) -> Result<()> {
-        self.files = None;
-        match self.writer.take() {
-            Some(writer) => writer
+        self.files.clear();
+        let mut result = Ok(());
+        for writer in self.writers.drain(..) {
+            let done = writer
                 .join()
-                .map_err(|_| Error::History("the telemetry file writer panicked".into()))?,
-            None => Ok(()),
+                .map_err(|_| Error::History("a telemetry file writer panicked".into()))
+                .and_then(|done| done);
+            if result.is_ok() {
+                result = done;
+            }
         }
+        result
     }
 }
 
