@@ -36,6 +36,11 @@ const SAMPLES_PLAIN: [&str; 7] = [
 /// use, which rarely moves, compresses better plain: zstd finds its runs.)
 const SAMPLES_DELTA: [&str; 3] = ["time", "seq", "energy_mj"];
 
+/// Columns of `samples` without statistics: nothing filters on them, and
+/// a file holds every device of its partition, so their ranges would prune
+/// nothing; each value would cost two comparisons to keep them.
+const SAMPLES_NO_STATISTICS: [&str; 4] = ["cluster", "source", "parent_gpu_uuid", "mig_profile"];
+
 /// Columns of `samples` with statistics per page as well as per row
 /// group: the sort keys, where a page holds a narrow range and a reader's
 /// filter can skip pages.
@@ -58,6 +63,9 @@ pub fn writer_properties(table: &str) -> WriterProperties {
         }
         for column in SAMPLES_DELTA {
             builder = builder.set_column_encoding(column.into(), Encoding::DELTA_BINARY_PACKED);
+        }
+        for column in SAMPLES_NO_STATISTICS {
+            builder = builder.set_column_statistics_enabled(column.into(), EnabledStatistics::None);
         }
         for column in SAMPLES_PAGE_STATISTICS {
             builder = builder.set_column_statistics_enabled(column.into(), EnabledStatistics::Page);
