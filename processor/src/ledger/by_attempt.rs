@@ -8,8 +8,7 @@
 //!
 //! [`first`]: ByAttempt::first
 
-use hashbrown::HashMap;
-use rustc_hash::FxBuildHasher;
+use super::by_text::ByText;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -30,11 +29,11 @@ impl std::fmt::Display for Named<'_> {
 
 /// Values by (job, attempt).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ByAttempt<V>(HashMap<String, Vec<(i32, V)>, FxBuildHasher>);
+pub(crate) struct ByAttempt<V>(ByText<Vec<(i32, V)>>);
 
 impl<V> Default for ByAttempt<V> {
     fn default() -> Self {
-        Self(HashMap::with_hasher(FxBuildHasher))
+        Self(ByText::default())
     }
 }
 
@@ -84,9 +83,7 @@ impl<V> ByAttempt<V> {
 
     fn attempts_of(&mut self, job: &str) -> &mut Vec<(i32, V)> {
         // One hash of the id; it is copied only for a new job.
-        self.0
-            .entry_ref(job)
-            .or_insert_with(|| Vec::with_capacity(1))
+        self.0.get_or_insert_with(job, || Vec::with_capacity(1))
     }
 
     pub(crate) fn remove(&mut self, (job, attempt): AttemptKey<'_>) -> Option<V> {
@@ -104,7 +101,7 @@ impl<V> ByAttempt<V> {
         self.0.iter().flat_map(|(job, attempts)| {
             attempts
                 .iter()
-                .map(move |(attempt, v)| ((job.as_str(), *attempt), v))
+                .map(move |(attempt, v)| ((job, *attempt), v))
         })
     }
 
@@ -125,9 +122,7 @@ impl<V> ByAttempt<V> {
     /// The entry with the least (job, attempt).
     pub(crate) fn first(&self) -> Option<(AttemptKey<'_>, &V)> {
         let (job, attempts) = self.0.iter().min_by(|a, b| a.0.cmp(b.0))?;
-        attempts
-            .first()
-            .map(|(attempt, v)| ((job.as_str(), *attempt), v))
+        attempts.first().map(|(attempt, v)| ((job, *attempt), v))
     }
 
     pub(crate) fn is_empty(&self) -> bool {

@@ -11,19 +11,20 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use gpuledger_schemas::events::{AdmissionDecision, AdmissionOutcome, HoldKind};
 use gpuledger_schemas::{Envelope, Event, EventBody, Rational, Timestamp};
 
+use super::by_text::ByText;
 use super::decide::{self, SOURCE};
 
 /// Decided admission requests by pool, then request_id. A snapshot stores
 /// a list of ((pool, request_id), decision event) pairs.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Decided {
-    by_pool: BTreeMap<String, FxHashMap<Box<str>, Kept>>,
+    by_pool: BTreeMap<String, ByText<Kept>>,
     texts: Texts,
 }
 
@@ -47,7 +48,7 @@ impl Decided {
             Some(requests) => requests,
             None => self.by_pool.entry(pool.to_owned()).or_default(),
         };
-        requests.insert(request_id.into(), kept);
+        requests.insert(request_id, kept);
     }
 }
 
@@ -230,7 +231,7 @@ mod tests {
             let original = decision(id, source);
             let mut decided = Decided::default();
             decided.insert("p", "r1", &original);
-            let kept = &decided.by_pool["p"]["r1"];
+            let kept = decided.by_pool["p"].get("r1").unwrap();
             assert_eq!(
                 matches!(kept, Kept::Compact(_)),
                 compact,

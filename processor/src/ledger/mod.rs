@@ -10,6 +10,7 @@
 mod admission;
 mod budgets;
 mod by_attempt;
+mod by_text;
 mod capacity;
 mod decide;
 mod decided;
@@ -36,13 +37,13 @@ use std::sync::Arc;
 use gpuledger_schemas::billing::{Facts, Period, Segment, UseKind};
 use gpuledger_schemas::events::{HoldKind, TenantPolicy};
 use gpuledger_schemas::{Event, EventBody, Timestamp};
-use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
 
 pub use ge::Ge;
 pub use views::{TenantInPool, Window};
 
 use by_attempt::ByAttempt;
+use by_text::ByText;
 use capacity::PoolInventory;
 use decide::Cause;
 use holds::Holds;
@@ -513,21 +514,22 @@ impl Pool {
 /// Every `event_id` applied. Asked once per event, so hashed; a snapshot
 /// stores the ids sorted, so the same state always writes the same text.
 #[derive(Debug, Clone, Default, PartialEq)]
-struct AppliedIds(FxHashSet<String>);
+struct AppliedIds(ByText<()>);
 
 impl AppliedIds {
     fn contains(&self, id: &str) -> bool {
-        self.0.contains(id)
+        self.0.contains_key(id)
     }
 
+    /// Adds `id`, which is not there yet.
     fn insert(&mut self, id: &str) {
-        self.0.insert(id.to_owned());
+        self.0.insert_new(id, ());
     }
 }
 
 impl Serialize for AppliedIds {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut ids: Vec<&String> = self.0.iter().collect();
+        let mut ids: Vec<&str> = self.0.iter().map(|(id, ())| id).collect();
         ids.sort_unstable();
         s.collect_seq(ids)
     }
@@ -535,6 +537,10 @@ impl Serialize for AppliedIds {
 
 impl<'de> Deserialize<'de> for AppliedIds {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(Self(Vec::<String>::deserialize(d)?.into_iter().collect()))
+        let mut ids = ByText::default();
+        for id in Vec::<String>::deserialize(d)? {
+            ids.insert(&id, ());
+        }
+        Ok(Self(ids))
     }
 }

@@ -53,6 +53,9 @@ struct Memo {
 pub(super) struct Row {
     /// Shared with whoever reported it (the ledger's outcome).
     pub(super) segment: Arc<Segment>,
+    /// [`hash_of`] the segment, kept: a growing table hashes every row
+    /// again, and would otherwise read every segment's texts to do so.
+    hash: u64,
     /// Boxed: most rows are never priced twice, and a month holds many.
     memo: Mutex<Option<Box<Memo>>>,
     /// The running total ([`Settled::epoch`]) this row was added to, if any.
@@ -60,9 +63,10 @@ pub(super) struct Row {
 }
 
 impl Row {
-    fn new(segment: Arc<Segment>) -> Self {
+    fn new(segment: Arc<Segment>, hash: u64) -> Self {
         Self {
             segment,
+            hash,
             memo: Mutex::new(None),
             counted_in: AtomicU64::new(0),
         }
@@ -104,7 +108,7 @@ impl Row {
 /// A copy prices afresh.
 impl Clone for Row {
     fn clone(&self) -> Self {
-        Self::new(self.segment.clone())
+        Self::new(self.segment.clone(), self.hash)
     }
 }
 
@@ -205,7 +209,7 @@ impl Segments {
             Some(known) if known.segment.end.is_some() && segment.end.is_none() => {}
             Some(known) => {
                 let counted = known.segment.end.is_some();
-                *known = Row::new(segment);
+                *known = Row::new(segment, hash);
                 if counted {
                     tenant.forget_total();
                 }
@@ -213,7 +217,7 @@ impl Segments {
             None => {
                 tenant
                     .rows
-                    .insert_unique(hash, Row::new(segment), |row| hash_of(&row.segment));
+                    .insert_unique(hash, Row::new(segment, hash), |row| row.hash);
             }
         }
     }

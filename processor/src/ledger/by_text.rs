@@ -1,0 +1,151 @@
+//! Hash maps keyed by text that keep each key's hash beside it. The
+//! ledger's largest maps (every event id applied, every admission request
+//! decided) only grow, and a growing table hashes every key again: with
+//! the hash at hand that is a read of the entry, not of the key's text
+//! wherever it lies on the heap.
+
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
+use rustc_hash::FxBuildHasher;
+
+/// Values by text key, in no order.
+#[derive(Debug, Clone)]
+pub(crate) struct ByText<V>(HashTable<Entry<V>>);
+
+#[derive(Debug, Clone)]
+struct Entry<V> {
+    hash: u64,
+    key: Box<str>,
+    value: V,
+}
+
+impl<V> Default for ByText<V> {
+    fn default() -> Self {
+        Self(HashTable::new())
+    }
+}
+
+fn hash_of(key: &str) -> u64 {
+    FxBuildHasher.hash_one(key)
+}
+
+impl<V> ByText<V> {
+    pub(crate) fn get(&self, key: &str) -> Option<&V> {
+        self.0
+            .find(hash_of(key), |e| *e.key == *key)
+            .map(|e| &e.value)
+    }
+
+    pub(crate) fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+        self.0
+            .find_mut(hash_of(key), |e| *e.key == *key)
+            .map(|e| &mut e.value)
+    }
+
+    /// `key`'s value, made by `make` if it has none (the key is copied
+    /// only then).
+    pub(crate) fn get_or_insert_with(&mut self, key: &str, make: impl FnOnce() -> V) -> &mut V {
+        let hash = hash_of(key);
+        let entry = self.0.entry(hash, |e| *e.key == *key, |e| e.hash);
+        let entry = entry.or_insert_with(|| Entry {
+            hash,
+            key: key.into(),
+            value: make(),
+        });
+        &mut entry.into_mut().value
+    }
+
+    pub(crate) fn remove(&mut self, key: &str) -> Option<V> {
+        let found = self.0.find_entry(hash_of(key), |e| *e.key == *key).ok()?;
+        Some(found.remove().0.value)
+    }
+
+    pub(crate) fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Sets `key`'s value, replacing the one it had.
+    pub(crate) fn insert(&mut self, key: &str, value: V) {
+        let hash = hash_of(key);
+        match self.0.find_mut(hash, |e| *e.key == *key) {
+            Some(known) => known.value = value,
+            None => self.insert_unique(hash, key, value),
+        }
+    }
+
+    /// Adds `key`, known not to be there yet (one probe fewer).
+    pub(crate) fn insert_new(&mut self, key: &str, value: V) {
+        debug_assert!(!self.contains_key(key), "{key} is there already");
+        self.insert_unique(hash_of(key), key, value);
+    }
+
+    fn insert_unique(&mut self, hash: u64, key: &str, value: V) {
+        let entry = Entry {
+            hash,
+            key: key.into(),
+            value,
+        };
+        self.0.insert_unique(hash, entry, |e| e.hash);
+    }
+
+    /// Every key and value, in no order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
+        self.0.iter().map(|e| (&*e.key, &e.value))
+    }
+
+    /// Every value, in no order.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
+        self.0.iter().map(|e| &e.value)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<V: PartialEq> PartialEq for ByText<V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().all(|(k, v)| other.get(k) == Some(v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_found_replaced_and_compared_whatever_the_order() {
+        let mut a = ByText::default();
+        for i in 0..1_000 {
+            a.insert_new(&format!("id-{i}"), i);
+        }
+        a.insert("id-7", 70);
+        assert_eq!(a.len(), 1_000);
+        assert_eq!(a.get("id-7"), Some(&70));
+        assert_eq!(a.get("id-999"), Some(&999));
+        assert!(!a.contains_key("id-1000"));
+
+        let mut b = ByText::default();
+        for i in (0..1_000).rev() {
+            b.insert(&format!("id-{i}"), if i == 7 { 70 } else { i });
+        }
+        assert_eq!(a, b);
+        b.insert("id-8", 0);
+        assert_ne!(a, b);
+
+        *b.get_or_insert_with("id-8", || 1) += 8;
+        *b.get_or_insert_with("new", || 1) += 1;
+        assert_eq!(b.get("id-8"), Some(&8));
+        assert_eq!(b.get("new"), Some(&2));
+        *b.get_mut("new").unwrap() = 3;
+        assert_eq!(b.remove("new"), Some(3));
+        assert_eq!(b.remove("new"), None);
+        assert_eq!(b.len(), 1_000);
+        assert_eq!(b.values().copied().max(), Some(999));
+    }
+}
