@@ -123,22 +123,30 @@ struct GenerateArgs {
     ledger_only: bool,
 }
 
+/// Where a writer reads and writes: the broker, the history, and the
+/// consumer group whose committed offsets it resumes from.
 #[derive(Debug, clap::Args)]
-struct CatchUpArgs {
+struct WriterArgs {
     #[command(flatten)]
     kafka: KafkaArgs,
 
     #[command(flatten)]
     history: HistoryArgs,
 
-    /// Kafka consumer group whose committed offsets it resumes from and
-    /// advances: the `--group-id` of the `run` that writes this history.
+    /// Kafka consumer group of this processor deployment (`catch-up`:
+    /// that of the `run` writing the same history).
     #[arg(
         long,
         env = "GPULEDGER_GROUP_ID",
         default_value = "gpuledger-processor"
     )]
     group_id: String,
+}
+
+#[derive(Debug, clap::Args)]
+struct CatchUpArgs {
+    #[command(flatten)]
+    writer: WriterArgs,
 
     /// Roll a history file once it holds this many rows.
     #[arg(long, default_value_t = 500_000)]
@@ -206,18 +214,7 @@ struct ReplayArgs {
 #[derive(Debug, clap::Args)]
 struct RunArgs {
     #[command(flatten)]
-    kafka: KafkaArgs,
-
-    #[command(flatten)]
-    history: HistoryArgs,
-
-    /// Kafka consumer group of this processor deployment.
-    #[arg(
-        long,
-        env = "GPULEDGER_GROUP_ID",
-        default_value = "gpuledger-processor"
-    )]
-    group_id: String,
+    writer: WriterArgs,
 
     /// This instance's stable name in the ledger's consumer group (Kafka
     /// static membership; in Kubernetes the StatefulSet pod's name): a
@@ -414,10 +411,10 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::CatchUp(args) => {
             let config = TelemetryWriterConfig {
-                kafka: args.kafka,
-                group_id: args.group_id,
+                kafka: args.writer.kafka,
+                group_id: args.writer.group_id,
                 group_instance_id: None,
-                history_root: args.history.open().map_err(anyhow::Error::msg)?,
+                history_root: args.writer.history.open().map_err(anyhow::Error::msg)?,
                 rolling: RollingPolicy {
                     max_rows: args.flush_rows,
                     // Files roll by size, and the last ones at the end.
@@ -461,11 +458,12 @@ async fn main() -> anyhow::Result<()> {
             )?;
         }
         Command::Run(args) => {
-            let history = args.history.open().map_err(anyhow::Error::msg)?;
+            let writer = &args.writer;
+            let history = writer.history.open().map_err(anyhow::Error::msg)?;
             let history_for_compaction = history.clone();
             let mut ledger = LedgerWorkerConfig {
-                kafka: args.kafka.clone(),
-                group_id: format!("{}-ledger", args.group_id),
+                kafka: writer.kafka.clone(),
+                group_id: format!("{}-ledger", writer.group_id),
                 group_instance_id: args.group_instance_id.clone(),
                 ledger: LedgerConfig {
                     hold_ttl_micros: args.hold_ttl_minutes * 60 * 1_000_000,
@@ -491,8 +489,8 @@ async fn main() -> anyhow::Result<()> {
                 answer: args.answer_at,
             };
             let config = TelemetryWriterConfig {
-                kafka: args.kafka.clone(),
-                group_id: args.group_id,
+                kafka: writer.kafka.clone(),
+                group_id: writer.group_id.clone(),
                 group_instance_id: args.group_instance_id,
                 history_root: history,
                 rolling: RollingPolicy {
@@ -502,7 +500,7 @@ async fn main() -> anyhow::Result<()> {
                 until: Until::Shutdown,
             };
             let api_state = ApiState::new(
-                &args.kafka,
+                &writer.kafka,
                 Tokens::new(&args.api_tokens),
                 &args.cluster,
                 Duration::from_secs(args.admission_timeout_s),
@@ -545,7 +543,7 @@ async fn main() -> anyhow::Result<()> {
             let ledgers = api_state.ledgers.clone();
             tasks.spawn(async move { ledger_worker::run(&ledger, ledgers, s).await });
             let (kafka, waiters, s) = (
-                args.kafka.clone(),
+                writer.kafka.clone(),
                 api_state.waiters.clone(),
                 shutdown.clone(),
             );

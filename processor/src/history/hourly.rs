@@ -240,8 +240,8 @@ fn build(rows: Vec<(Key<'_>, Sums<'_>)>) -> Result<RecordBatch, ArrowError> {
 mod tests {
     use super::*;
     use crate::history::samples::SamplesBuilder;
+    use gpuledger_schemas::Timestamp;
     use gpuledger_schemas::events::GpuSample;
-    use gpuledger_schemas::{EventBody, Timestamp};
 
     fn sample(
         device: &str,
@@ -250,14 +250,7 @@ mod tests {
         energy: Option<i64>,
         job: &str,
     ) -> (gpuledger_schemas::Envelope, GpuSample) {
-        let event = gpuledger_schemas::samples::one_of_each()
-            .into_iter()
-            .find(|e| matches!(e.body, EventBody::GpuSample(_)))
-            .unwrap();
-        let EventBody::GpuSample(mut s) = event.body else {
-            unreachable!()
-        };
-        let mut env = event.envelope;
+        let (mut env, mut s) = crate::history::samples::fixture_sample();
         env.event_time = time.parse::<Timestamp>().unwrap();
         s.device_uuid = device.into();
         s.sm_util_pct = sm;

@@ -388,20 +388,30 @@ pub fn sorted(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
     take_record_batch(batch, &UInt32Array::from(order))
 }
 
-/// A builder holding `rows` copies of the fixtures' `GpuSample`, for tests.
+/// The fixtures' `GpuSample` and its envelope, for tests.
 #[cfg(test)]
-pub(crate) fn fixture_rows(rows: usize) -> SamplesBuilder {
+pub(crate) fn fixture_sample() -> (
+    gpuledger_schemas::Envelope,
+    gpuledger_schemas::events::GpuSample,
+) {
     use gpuledger_schemas::EventBody;
     let event = gpuledger_schemas::samples::one_of_each()
         .into_iter()
         .find(|e| matches!(e.body, EventBody::GpuSample(_)))
         .expect("the fixtures hold a GpuSample");
-    let EventBody::GpuSample(s) = &event.body else {
+    let EventBody::GpuSample(sample) = event.body else {
         unreachable!()
     };
+    (event.envelope, sample)
+}
+
+/// A builder holding `rows` copies of the fixtures' `GpuSample`, for tests.
+#[cfg(test)]
+pub(crate) fn fixture_rows(rows: usize) -> SamplesBuilder {
+    let (envelope, sample) = fixture_sample();
     let mut builder = SamplesBuilder::default();
     for _ in 0..rows {
-        builder.push(&SampleRecord::of(&event.envelope, s));
+        builder.push(&SampleRecord::of(&envelope, &sample));
     }
     builder
 }
@@ -410,8 +420,6 @@ pub(crate) fn fixture_rows(rows: usize) -> SamplesBuilder {
 mod tests {
     use super::*;
     use arrow::array::Array;
-    use gpuledger_schemas::EventBody;
-    use gpuledger_schemas::samples::one_of_each;
 
     #[test]
     fn a_batch_matches_the_schema() {
@@ -427,13 +435,7 @@ mod tests {
     /// starts from the first's capacities): each row reads back as pushed.
     #[test]
     fn every_value_reads_back_as_pushed() {
-        let event = one_of_each()
-            .into_iter()
-            .find(|e| matches!(e.body, EventBody::GpuSample(_)))
-            .unwrap();
-        let EventBody::GpuSample(template) = &event.body else {
-            unreachable!()
-        };
+        let (envelope, template) = fixture_sample();
         let mut builder = SamplesBuilder::default();
         for batch_rows in [37usize, 101] {
             let mut expected = Vec::new();
@@ -451,7 +453,7 @@ mod tests {
                 sample.job_id = on(2).then(|| format!("job-{i}"));
                 sample.tenant = (i % 2 == 0).then(|| "t".to_owned());
                 sample.pids = (0..(i % 4) as i64).collect();
-                builder.push(&SampleRecord::of(&event.envelope, &sample));
+                builder.push(&SampleRecord::of(&envelope, &sample));
                 expected.push(sample);
             }
             let batch = builder.finish().unwrap();
@@ -511,13 +513,7 @@ mod tests {
     /// whole rows kept together.
     #[test]
     fn sorting_orders_by_device_then_time_then_seq() {
-        let event = one_of_each()
-            .into_iter()
-            .find(|e| matches!(e.body, EventBody::GpuSample(_)))
-            .unwrap();
-        let EventBody::GpuSample(template) = &event.body else {
-            unreachable!()
-        };
+        let (envelope, template) = fixture_sample();
         let mut state = 7u64;
         let mut next = |n: u64| {
             state = state
@@ -528,7 +524,7 @@ mod tests {
         let mut expected = Vec::new();
         let mut builder = SamplesBuilder::default();
         for i in 0..2_000i64 {
-            let mut envelope = event.envelope.clone();
+            let mut envelope = envelope.clone();
             let mut sample = template.clone();
             let device = next(9);
             sample.device_uuid = format!("GPU-{device}");
