@@ -228,8 +228,13 @@ impl Consumption {
         // Records of the partitions known now are routed to the batch
         // reader before any is fetched; those of a topic made later are
         // routed as they first arrive.
-        let known =
-            gpuledger_common::kafka::partitions_of(consumer.client(), &topic).unwrap_or_default();
+        let known = match gpuledger_common::kafka::partitions_of(consumer.client(), &topic) {
+            Ok(known) => known,
+            // A batch load of a topic that is not there is a mistake to
+            // report; a streaming writer waits for the topic.
+            Err(e) if config.until == Until::TopicEnd => return Err(e.into()),
+            Err(_) => Vec::new(),
+        };
         let reader = BatchReader::new(consumer.clone(), &topic, &known)?;
         let assigned = match config.until {
             Until::Shutdown => {

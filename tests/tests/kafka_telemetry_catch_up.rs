@@ -116,4 +116,24 @@ async fn kafka_telemetry_catch_up_writes_to_the_end_once() {
     assert!(!refused.status.success(), "catch-up ran beside `run`");
     assert!(stderr.contains("active member"), "{stderr}");
     assert_eq!(count_samples(&samples), (total, total));
+
+    // A topic that is not there is named, not waited for.
+    let missing = format!("{prefix}missing.");
+    let mut args = catch_up_args.to_vec();
+    let at = args.iter().position(|a| *a == "--topic-prefix").unwrap() + 1;
+    args[at] = &missing;
+    let failed = Command::new(binary("gpuledger-processor"))
+        .args(&args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run catch-up");
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(
+        !failed.status.success(),
+        "catch-up of a missing topic succeeded"
+    );
+    assert!(
+        stderr.contains(&format!("{missing}gpuledger.telemetry")),
+        "{stderr}"
+    );
 }
