@@ -29,6 +29,16 @@ impl Check<'_> {
         Ok(())
     }
 
+    /// [`Check::text`] for an item of a list, whose field name is spelled
+    /// out only for an error: job events name their devices by the
+    /// hundred thousand.
+    fn item_text(&self, list: &str, index: usize, value: &str) -> Result<()> {
+        if value.chars().all(char::is_whitespace) {
+            return Err(self.fail(&format!("{list}[{index}]"), "must not be empty"));
+        }
+        Ok(())
+    }
+
     fn opt_text(&self, field: &str, value: &Option<String>) -> Result<()> {
         value.as_deref().map_or(Ok(()), |v| self.text(field, v))
     }
@@ -193,7 +203,7 @@ impl Event {
                 c.at_least("attempt", e.attempt.into(), 1)?;
                 c.text("tenant", &e.tenant)?;
                 for (i, d) in e.devices.iter().flatten().enumerate() {
-                    c.text(&format!("devices[{i}]"), d)?;
+                    c.item_text("devices", i, d)?;
                 }
                 match (e.requested_slices, e.requested_max_slices) {
                     (Some(s), Some(m)) => {

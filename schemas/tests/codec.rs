@@ -166,6 +166,15 @@ fn validation_names_event_id_and_field() {
         err.to_string(),
         "JobEvent \"j-17-1-done\": field `attempt` must be at least 1, got 0"
     );
+    let err = invalid(&samples[3], |b| {
+        if let EventBody::JobEvent(j) = b {
+            j.devices = Some(vec!["GPU-a".into(), " ".into()]);
+        }
+    });
+    assert_eq!(
+        err.to_string(),
+        "JobEvent \"j-17-1-done\": field `devices[1]` must not be empty"
+    );
     let err = invalid(&samples[9], |b| {
         if let EventBody::UsageRecord(u) = b {
             std::mem::swap(&mut u.start, &mut u.end);
