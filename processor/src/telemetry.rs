@@ -328,6 +328,9 @@ impl Consumption {
         // A record borrows the consumer it came from, not the rest of us.
         let consumer = self.consumer.clone();
         loop {
+            // A partition reached its end in this round: look whether all
+            // have, rather than wait for a read to come back empty.
+            let mut ended = false;
             // The consumer's own queue first, emptied: rebalances, errors,
             // and records of partitions not yet routed to the reader, which
             // come before any of theirs the reader holds.
@@ -338,13 +341,17 @@ impl Consumption {
                         self.take(&message)?;
                         polled += 1;
                     }
-                    Err(KafkaError::PartitionEOF(partition)) => self.state(partition).at_end = true,
+                    Err(KafkaError::PartitionEOF(partition)) => {
+                        self.state(partition).at_end = true;
+                        ended = true;
+                    }
                     Err(e) => tracing::warn!(error = %e, "telemetry consumer error; retrying"),
                 }
             }
             let read = reader.read(POLL, |record| {
                 if record.is_partition_end() {
                     self.state(record.partition()).at_end = true;
+                    ended = true;
                     return Ok(());
                 }
                 match record.error() {
@@ -356,7 +363,7 @@ impl Consumption {
                 }
             })?;
             polled += read;
-            if read > 0 && polled < CLOCK_EVERY {
+            if read > 0 && polled < CLOCK_EVERY && !ended {
                 continue;
             }
             metrics::TELEMETRY_RECORDS_POLLED.add(polled as u64);
