@@ -34,7 +34,7 @@ impl Check<'_> {
     /// hundred thousand.
     fn item_text(&self, list: &str, index: usize, value: &str) -> Result<()> {
         if value.chars().all(char::is_whitespace) {
-            return Err(self.fail(&format!("{list}[{index}]"), "must not be empty"));
+            return self.text(&format!("{list}[{index}]"), value);
         }
         Ok(())
     }

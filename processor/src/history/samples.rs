@@ -39,8 +39,8 @@ pub struct SamplesBuilder {
     power_mw: Optional<i64>,
     energy_mj: Optional<i64>,
     temp_c: Optional<i32>,
-    /// Each row's end in `pid_values`, after a leading 0.
-    pid_offsets: Vec<i32>,
+    /// Each row's end in `pid_values`.
+    pid_ends: Ends,
     pid_values: Vec<i64>,
     job_id: Text,
     tenant: Text,
@@ -49,11 +49,50 @@ pub struct SamplesBuilder {
     seq: Vec<i64>,
 }
 
+/// Where each row's values end in a column of variable-length values
+/// (text bytes, pid lists), after a leading 0: Arrow's offsets.
+#[derive(Debug)]
+struct Ends(Vec<i32>);
+
+impl Default for Ends {
+    fn default() -> Self {
+        Self::with_capacity(0)
+    }
+}
+
+impl Ends {
+    fn with_capacity(rows: usize) -> Self {
+        let mut ends = Vec::with_capacity(rows + 1);
+        ends.push(0);
+        Self(ends)
+    }
+
+    fn rows(&self) -> usize {
+        self.0.len() - 1
+    }
+
+    /// Ends a row at `end`. Past i32::MAX it wraps, which
+    /// [`Ends::finish`] refuses.
+    #[inline]
+    fn push(&mut self, end: usize) {
+        self.0.push(end as i32);
+    }
+
+    /// The offsets of a column of `len` values (bytes or items).
+    fn finish(self, column: &str, len: usize) -> Result<OffsetBuffer<i32>, ArrowError> {
+        if i32::try_from(len).is_err() {
+            return Err(ArrowError::ComputeError(format!(
+                "samples column {column} holds {len} values, past what one batch can"
+            )));
+        }
+        Ok(OffsetBuffer::new(ScalarBuffer::from(self.0)))
+    }
+}
+
 /// A text column: the bytes of every value, and where each ends.
 #[derive(Debug, Default)]
 struct Text {
-    /// Each value's end in `bytes`, after a leading 0.
-    offsets: Vec<i32>,
+    ends: Ends,
     bytes: Vec<u8>,
     /// Set once a value is missing.
     nulls: Option<BooleanBufferBuilder>,
@@ -61,10 +100,8 @@ struct Text {
 
 impl Text {
     fn with_capacity_of(other: &Text) -> Self {
-        let mut offsets = Vec::with_capacity(other.offsets.len().max(1));
-        offsets.push(0);
         Self {
-            offsets,
+            ends: Ends::with_capacity(other.ends.rows()),
             bytes: Vec::with_capacity(other.bytes.len()),
             nulls: None,
         }
@@ -72,12 +109,8 @@ impl Text {
 
     #[inline]
     fn push(&mut self, value: &str) {
-        if self.offsets.is_empty() {
-            self.offsets.push(0);
-        }
         self.bytes.extend_from_slice(value.as_bytes());
-        // Past i32::MAX the end wraps; `finish` refuses such a column.
-        self.offsets.push(self.bytes.len() as i32);
+        self.ends.push(self.bytes.len());
         if let Some(nulls) = &mut self.nulls {
             nulls.append(true);
         }
@@ -88,32 +121,20 @@ impl Text {
         match value {
             Some(value) => self.push(value),
             None => {
-                if self.offsets.is_empty() {
-                    self.offsets.push(0);
-                }
-                let rows = self.offsets.len() - 1;
-                self.offsets.push(self.bytes.len() as i32);
+                let rows = self.ends.rows();
+                self.ends.push(self.bytes.len());
                 self.nulls
-                    .get_or_insert_with(|| all_valid(rows, self.offsets.capacity()))
+                    .get_or_insert_with(|| all_valid(rows, self.ends.0.capacity()))
                     .append(false);
             }
         }
     }
 
     fn finish(self, name: &str) -> Result<ArrayRef, ArrowError> {
-        if i32::try_from(self.bytes.len()).is_err() {
-            return Err(ArrowError::ComputeError(format!(
-                "samples column {name} holds {} bytes of text, past what one batch can",
-                self.bytes.len()
-            )));
-        }
-        let mut offsets = self.offsets;
-        if offsets.is_empty() {
-            offsets.push(0);
-        }
+        let offsets = self.ends.finish(name, self.bytes.len())?;
         let nulls = self.nulls.map(|mut n| NullBuffer::new(n.finish()));
         Ok(Arc::new(StringArray::try_new(
-            OffsetBuffer::new(ScalarBuffer::from(offsets)),
+            offsets,
             Buffer::from_vec(self.bytes),
             nulls,
         )?))
@@ -206,12 +227,8 @@ impl SamplesBuilder {
         self.power_mw.push(s.power_mw);
         self.energy_mj.push(s.energy_mj);
         self.temp_c.push(s.temp_c);
-        if self.pid_offsets.is_empty() {
-            self.pid_offsets.push(0);
-        }
         self.pid_values.extend(s.pids.iter());
-        // Past i32::MAX the end wraps; `finish` refuses such a column.
-        self.pid_offsets.push(self.pid_values.len() as i32);
+        self.pid_ends.push(self.pid_values.len());
         self.job_id.push_option(s.job_id);
         self.tenant.push_option(s.tenant);
         self.interval_ms.push(s.interval_ms);
@@ -225,8 +242,6 @@ impl SamplesBuilder {
     /// over.
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
         let rows = self.len();
-        let mut pid_offsets = Vec::with_capacity(rows + 1);
-        pid_offsets.push(0);
         let next = SamplesBuilder {
             time: Vec::with_capacity(rows),
             cluster: Text::with_capacity_of(&self.cluster),
@@ -245,7 +260,7 @@ impl SamplesBuilder {
             power_mw: Optional::with_capacity(rows),
             energy_mj: Optional::with_capacity(rows),
             temp_c: Optional::with_capacity(rows),
-            pid_offsets,
+            pid_ends: Ends::with_capacity(rows),
             pid_values: Vec::with_capacity(self.pid_values.len()),
             job_id: Text::with_capacity_of(&self.job_id),
             tenant: Text::with_capacity_of(&self.tenant),
@@ -286,7 +301,7 @@ impl SamplesBuilder {
             long(this.power_mw),
             long(this.energy_mj),
             int(this.temp_c),
-            pids(this.pid_offsets, this.pid_values)?,
+            pids(this.pid_ends, this.pid_values)?,
             this.job_id.finish("job_id")?,
             this.tenant.finish("tenant")?,
             ints(this.interval_ms),
@@ -298,16 +313,8 @@ impl SamplesBuilder {
 }
 
 /// The `pids` column: each row's list of process ids.
-fn pids(mut offsets: Vec<i32>, values: Vec<i64>) -> Result<ArrayRef, ArrowError> {
-    if i32::try_from(values.len()).is_err() {
-        return Err(ArrowError::ComputeError(format!(
-            "samples column pids holds {} ids, past what one batch can",
-            values.len()
-        )));
-    }
-    if offsets.is_empty() {
-        offsets.push(0);
-    }
+fn pids(ends: Ends, values: Vec<i64>) -> Result<ArrayRef, ArrowError> {
+    let offsets = ends.finish("pids", values.len())?;
     let DataType::List(item) = SCHEMA.field_with_name("pids")?.data_type() else {
         return Err(ArrowError::SchemaError(
             "the samples schema's pids is not a list".into(),
@@ -315,7 +322,7 @@ fn pids(mut offsets: Vec<i32>, values: Vec<i64>) -> Result<ArrayRef, ArrowError>
     };
     Ok(Arc::new(ListArray::try_new(
         item.clone(),
-        OffsetBuffer::new(ScalarBuffer::from(offsets)),
+        offsets,
         Arc::new(Int64Array::from(values)),
         None,
     )?))
