@@ -23,20 +23,34 @@ use gpuledger_processor::telemetry::{self, RollingPolicy, TelemetryWriterConfig,
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// `mi_option_purge_decommits` in mimalloc's `mi_option_t` (the sixth
-/// option in both its v2 and v3 headers).
+/// `mi_option_purge_decommits` in mimalloc v2's `mi_option_t`.
 const MI_OPTION_PURGE_DECOMMITS: libmimalloc_sys::mi_option_t = 5;
 
-/// mimalloc hands memory freed a moment ago back to the OS by default by
-/// decommitting it, and the next file's columns fault it in again, zeroed
-/// page by page: the telemetry writer spent several seconds of system
-/// time per 10 M samples doing so. Reset instead (`MADV_FREE`): the pages
-/// stay mapped until the kernel needs them, and are reused at no cost
-/// meanwhile. `MIMALLOC_PURGE_DECOMMITS` in the environment still wins.
+/// How memory is handed out and back, for the telemetry writer, which
+/// allocates every sample's columns on the consumer's thread (and
+/// librdkafka every message's, through the same allocator) and frees them
+/// on others':
+///
+/// - by default mimalloc hands freed memory back to the OS by
+///   decommitting it, and the next batch faults it in again, zeroed page
+///   by page; it resets it instead (`MADV_FREE`: the pages stay mapped
+///   until the kernel needs them, and are reused at no cost meanwhile);
+///   `MIMALLOC_PURGE_DECOMMITS` in the environment still wins;
+/// - mimalloc asks for transparent huge pages, and where the kernel has
+///   free ones (right after another large process exits, say) every first
+///   touch of a fresh page zeroed 2 MiB: the writer spent a second of
+///   system time per 10 M samples doing so, half its system time. The
+///   process opts out of them (`PR_SET_THP_DISABLE`, which covers memory
+///   mapped before `main` too) unless `MIMALLOC_ALLOW_THP` is set.
 fn tune_allocator() {
     if std::env::var_os("MIMALLOC_PURGE_DECOMMITS").is_none() {
         // SAFETY: sets one of mimalloc's options; any value is allowed.
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DECOMMITS, 0) };
+    }
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
+        // SAFETY: a flag of this process's memory map; no memory changes.
+        // A kernel without it refuses, and huge pages stay as they were.
+        unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
     }
 }
 
