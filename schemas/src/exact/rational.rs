@@ -189,7 +189,7 @@ impl Rational {
         let (n, d) = if d < 0 { (-n, -d) } else { (n, d) };
         // d > 0, so the divisor is at least one and fits an i128.
         let g = gcd(n.unsigned_abs(), d.unsigned_abs()) as i128;
-        Self(Repr::Small(n / g, d / g))
+        Self(Repr::Small(div_exact(n, g), div_exact(d, g)))
     }
 
     /// A reduced big value in its one form: small when it fits.
@@ -287,7 +287,7 @@ fn add_small(a: i128, b: i128, c: i128, d: i128) -> Option<Rational> {
     }
     // Over the least common denominator, so products stay small.
     let g = gcd(b.unsigned_abs(), d.unsigned_abs()) as i128;
-    let (b1, d1) = (b / g, d / g);
+    let (b1, d1) = (div_exact(b, g), div_exact(d, g));
     let numer = a.checked_mul(d1)?.checked_add(c.checked_mul(b1)?)?;
     Some(Rational::reduced(numer, b.checked_mul(d1)?))
 }
@@ -300,9 +300,23 @@ fn mul_small(a: i128, b: i128, c: i128, d: i128) -> Option<Rational> {
     // Cross-cancel first: the product is then in lowest terms already.
     let g1 = gcd(a.unsigned_abs(), d.unsigned_abs()) as i128;
     let g2 = gcd(c.unsigned_abs(), b.unsigned_abs()) as i128;
-    let numer = (a / g1).checked_mul(c / g2)?;
-    let denom = (b / g2).checked_mul(d / g1)?;
+    let numer = div_exact(a, g1).checked_mul(div_exact(c, g2))?;
+    let denom = div_exact(b, g2).checked_mul(div_exact(d, g1))?;
     (numer != i128::MIN).then_some(Rational(Repr::Small(numer, denom)))
+}
+
+/// `x / g` for a divisor `g` ≥ 1 of `x`. Most values here fit 64 bits,
+/// and most divisors are 1: a 128-bit division is a slow library call.
+#[inline]
+fn div_exact(x: i128, g: i128) -> i128 {
+    if g == 1 {
+        x
+    } else if let (Ok(x), Ok(g)) = (i64::try_from(x), i64::try_from(g)) {
+        // `g` ≥ 2, so the quotient cannot overflow.
+        i128::from(x / g)
+    } else {
+        x / g
+    }
 }
 
 /// Greatest common divisor; `gcd(0, b) = b`. In 64 bits when both fit,
@@ -479,6 +493,9 @@ mod tests {
             (big, big - 1),
             (-(big / 3), 7),
             (i128::from(i64::MAX), 3),
+            (i128::from(i64::MIN), 6),
+            (12, 18),
+            (-(3 << 40), 9 << 20),
             (1 << 100, (1 << 64) + 1),
         ] {
             out.push(Rational::reduced(n, d));
