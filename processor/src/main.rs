@@ -584,3 +584,21 @@ async fn main() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    /// The kernel reports the opt-out in the process's status (Linux 5.0
+    /// and later; an older one reports nothing, and nothing is checked).
+    #[test]
+    fn the_process_opts_out_of_transparent_huge_pages() {
+        if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
+            return;
+        }
+        super::tune_allocator();
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let reported = status.lines().find(|l| l.starts_with("THP_enabled:"));
+        if let Some(line) = reported {
+            assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
+        }
+    }
+}
