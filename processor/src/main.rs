@@ -587,8 +587,8 @@ async fn main() -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    /// The kernel reports the opt-out in the process's status (Linux 5.0
-    /// and later; an older one reports nothing, and nothing is checked).
+    /// The kernel reports the opt-out in the process's status as
+    /// `THP_enabled: 0` (a kernel that reports nothing is not checked).
     #[test]
     fn the_process_opts_out_of_transparent_huge_pages() {
         if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
