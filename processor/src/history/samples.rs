@@ -3,12 +3,15 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, AsArray, BooleanBufferBuilder, Float32Array, Int32Array, Int64Array, ListArray,
+    ArrayRef, AsArray, BooleanBufferBuilder, Int32Array, Int64Array, ListArray, PrimitiveArray,
     RecordBatch, StringArray, TimestampMicrosecondArray, UInt32Array,
 };
 use arrow::buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::compute::take_record_batch;
-use arrow::datatypes::{ArrowNativeType, DataType, Int64Type, TimestampMicrosecondType};
+use arrow::datatypes::{
+    ArrowNativeType, ArrowPrimitiveType, DataType, Float32Type, Int32Type, Int64Type,
+    TimestampMicrosecondType,
+};
 use arrow::error::ArrowError;
 use gpuledger_schemas::SampleRecord;
 use rustc_hash::FxHashMap;
@@ -165,7 +168,7 @@ impl<T> Default for Optional<T> {
     }
 }
 
-impl<T: Copy + Default> Optional<T> {
+impl<T: ArrowNativeType> Optional<T> {
     fn with_capacity(rows: usize) -> Self {
         Self {
             values: Vec::with_capacity(rows),
@@ -188,12 +191,13 @@ impl<T: Copy + Default> Optional<T> {
         }
     }
 
-    fn finish(self) -> (ScalarBuffer<T>, Option<NullBuffer>)
-    where
-        T: ArrowNativeType,
-    {
+    /// The column as an Arrow array of `P`, whose values are `T`s.
+    fn finish<P: ArrowPrimitiveType<Native = T>>(self) -> ArrayRef {
         let nulls = self.nulls.map(|mut n| NullBuffer::new(n.finish()));
-        (ScalarBuffer::from(self.values), nulls)
+        Arc::new(PrimitiveArray::<P>::new(
+            ScalarBuffer::from(self.values),
+            nulls,
+        ))
     }
 }
 
@@ -276,18 +280,6 @@ impl SamplesBuilder {
             seq: Vec::with_capacity(rows),
         };
         let this = std::mem::replace(self, next);
-        let float = |column: Optional<f32>| -> ArrayRef {
-            let (values, nulls) = column.finish();
-            Arc::new(Float32Array::new(values, nulls))
-        };
-        let long = |column: Optional<i64>| -> ArrayRef {
-            let (values, nulls) = column.finish();
-            Arc::new(Int64Array::new(values, nulls))
-        };
-        let int = |column: Optional<i32>| -> ArrayRef {
-            let (values, nulls) = column.finish();
-            Arc::new(Int32Array::new(values, nulls))
-        };
         let ints = |values: Vec<i32>| -> ArrayRef { Arc::new(Int32Array::from(values)) };
         let longs = |values: Vec<i64>| -> ArrayRef { Arc::new(Int64Array::from(values)) };
         let columns: Vec<ArrayRef> = vec![
@@ -301,13 +293,13 @@ impl SamplesBuilder {
             this.mig_profile.finish("mig_profile")?,
             ints(this.slices),
             ints(this.max_slices),
-            float(this.sm_util_pct),
-            float(this.mem_util_pct),
+            this.sm_util_pct.finish::<Float32Type>(),
+            this.mem_util_pct.finish::<Float32Type>(),
             longs(this.mem_used_bytes),
             longs(this.mem_total_bytes),
-            long(this.power_mw),
-            long(this.energy_mj),
-            int(this.temp_c),
+            this.power_mw.finish::<Int64Type>(),
+            this.energy_mj.finish::<Int64Type>(),
+            this.temp_c.finish::<Int32Type>(),
             pids(this.pid_ends, this.pid_values)?,
             this.job_id.finish("job_id")?,
             this.tenant.finish("tenant")?,
