@@ -12,7 +12,11 @@
 # start-up and the last files' roll by age, up to --flush-interval-ms, are
 # a small part of the figure), CARGO_TARGET_DIR; BENCH_PREFIX=<prefix of an
 # earlier run> measures again on the topic that run produced (the same
-# BENCH_NODES and BENCH_TICKS), without producing it anew.
+# BENCH_NODES and BENCH_TICKS), without producing it anew; BENCH_ROUNDS
+# (default 3) is how many times kcat and `catch-up` read the topic, one
+# after the other: a single read of either varies by a fifth from one
+# minute to the next on a shared machine, so each round's ratio and their
+# median are printed.
 # Builds with the `bench` profile (release without LTO).
 set -euo pipefail
 
@@ -41,19 +45,20 @@ fi
 t1=$(now)
 
 topic="${prefix}gpuledger.telemetry"
-t2=$(now)
-kcat -C -b "$bootstrap" -t "$topic" -o beginning -e -q -f '%s' > /dev/null
-t3=$(now)
+rounds=${BENCH_ROUNDS:-3}
+reads=()
+for round in $(seq 1 "$rounds"); do
+  t2=$(now)
+  kcat -C -b "$bootstrap" -t "$topic" -o beginning -e -q -f '%s' > /dev/null
+  t3=$(now)
+  rm -rf "$work/batch"
+  t6=$(now)
+  "$bin/gpuledger-processor" --log-filter warn catch-up --kafka-bootstrap "$bootstrap" --topic-prefix "$prefix" \
+    --history-root "$work/batch" --group-id "${run}-batch-$round" --flush-rows 100000 > "$work/catch-up.json"
+  t7=$(now)
+  reads+=("$t2,$t3,$t6,$t7")
+done
 
-# The batch writer: `catch-up` reads every partition to its end, writes
-# the samples durably and exits, as kcat -e reads to the end and exits.
-t6=$(now)
-"$bin/gpuledger-processor" --log-filter warn catch-up --kafka-bootstrap "$bootstrap" --topic-prefix "$prefix" \
-  --history-root "$work/batch" --group-id "${run}-batch" --flush-rows 100000 > "$work/catch-up.json"
-t7=$(now)
-
-# The streaming writer: `run`, until its files (rolled by size, the last
-# ones by age) hold every sample.
 "$bin/gpuledger-processor" --log-filter warn run --kafka-bootstrap "$bootstrap" --topic-prefix "$prefix" \
   --history-root "$work/history" --state-dir "$work/state" --group-id "${run}-processor" \
   --api-listen 127.0.0.1:0 --clock-interval-s 0 --flush-rows 100000 --flush-interval-ms 2000 \
@@ -77,22 +82,33 @@ t5=$(now)
 bytes=$(du -sb "$work/history/samples" | cut -f1)
 files=$(find "$work/history/samples" -name '*.parquet' | wc -l)
 
-python3 - "$samples" "$t0" "$t1" "$t2" "$t3" "$t4" "$t5" "$bytes" "$files" "${t_read:-$t5}" "$t6" "$t7" "$work/catch-up.json" <<'PY'
-import json, sys
-n = int(sys.argv[1]); t0, t1, t2, t3, t4, t5 = map(float, sys.argv[2:8]); size = int(sys.argv[8]); files = int(sys.argv[9])
-t_read = float(sys.argv[10]); t6, t7 = float(sys.argv[11]), float(sys.argv[12])
-batch = json.load(open(sys.argv[13]))
+python3 - "$samples" "$t0" "$t1" "${reads[*]}" "$t4" "$t5" "$bytes" "$files" "${t_read:-$t5}" "$work/catch-up.json" <<'PY'
+import json, statistics, sys
+n = int(sys.argv[1]); t0, t1 = map(float, sys.argv[2:4])
+reads = [tuple(map(float, r.split(","))) for r in sys.argv[4].split()]
+t4, t5 = map(float, sys.argv[5:7]); size = int(sys.argv[7]); files = int(sys.argv[8])
+t_read = float(sys.argv[9])
+batch = json.load(open(sys.argv[10]))
 assert batch["samples"] == n, f"catch-up wrote {batch['samples']} samples, not {n}"
-produce, raw, ingest = t1 - t0, t3 - t2, t5 - t4
+produce, ingest = t1 - t0, t5 - t4
 print(f"samples                 {n}")
 if produce > 1:
     print(f"produce (collector)     {produce:.2f} s  {n / produce:,.0f} samples/s")
-print(f"raw read (kcat)         {raw:.2f} s  {n / raw:,.0f} samples/s")
-catch_up = t7 - t6
-print(f"catch-up (processor)    {catch_up:.2f} s  {n / catch_up:,.0f} samples/s  (from process start to exit, every row durable)")
-print(f"catch-up / raw read     {raw / catch_up:.2f}×")
+ratios = []
+for i, (t2, t3, t6, t7) in enumerate(reads, 1):
+    raw, catch_up = t3 - t2, t7 - t6
+    ratios.append(raw / catch_up)
+    print(f"round {i}: raw read (kcat) {raw:.2f} s  {n / raw:,.0f} samples/s; catch-up (processor, "
+          f"start to exit, every row durable) {catch_up:.2f} s  {n / catch_up:,.0f} samples/s; "
+          f"catch-up / raw read {raw / catch_up:.2f}×")
+raw = statistics.median(t3 - t2 for t2, t3, _, _ in reads)
+catch_up = statistics.median(t7 - t6 for _, _, t6, t7 in reads)
+print(f"raw read (kcat)         median {raw:.2f} s  {n / raw:,.0f} samples/s")
+print(f"catch-up (processor)    median {catch_up:.2f} s  {n / catch_up:,.0f} samples/s")
+print(f"catch-up / raw read     median of the rounds' ratios {statistics.median(ratios):.2f}× "
+      f"(lowest {min(ratios):.2f}×, highest {max(ratios):.2f}×)")
 print(f"run (processor)         {ingest:.2f} s  {n / ingest:,.0f} samples/s  (from process start to the last row durable)")
-print(f"run / raw read          {raw / ingest:.2f}×")
+print(f"run / raw read          {raw / ingest:.2f}× (against the median raw read)")
 print(f"  of which reading      {t_read - t4:.2f} s until the writer had polled every record; the rest is the last files rolling by age and writing")
 print(f"on disk                 {size} bytes in {files} files: {size / n:.2f} bytes per row")
 PY

@@ -588,11 +588,14 @@ impl FileWriter {
     fn run(self, queue: &Receiver<PendingFile>) -> Result<()> {
         for file in queue {
             let rows = file.batch.as_ref().map_or(0, RecordBatch::num_rows);
-            if let Some(batch) = &file.batch {
+            if let Some(arrived) = file.batch {
                 let history = |e: arrow::error::ArrowError| Error::History(e.to_string());
                 // Sorted first: the roll-up walks each device's samples in
-                // time order, which the sorted batch already is.
-                let batch = samples::sorted(batch).map_err(history)?;
+                // time order, which the sorted batch already is. The rows
+                // as they arrived are let go at once, not kept through the
+                // encoding: a batch fewer in memory per writer.
+                let batch = samples::sorted(&arrived).map_err(history)?;
+                drop(arrived);
                 let rolled_up = hourly::roll_up(&batch).map_err(history)?;
                 write_file(
                     &self.root,
