@@ -113,6 +113,38 @@ pub(crate) fn alerts(
     now: Timestamp,
     out: &mut Decisions<'_>,
 ) {
+    if ledger.budget_watch.quiet_at(now) {
+        // Every budgeted tenant is watched past `now`.
+        #[cfg(test)]
+        for p in ledger.pools.values().flat_map(|p| p.policies.values()) {
+            if has_budget(p) {
+                let watch = ledger.budget_watch.get(&p.pool, &p.tenant);
+                assert!(
+                    watch.is_some_and(|w| now < w.until()),
+                    "a quiet tenant was due"
+                );
+                assert_still_below(ledger, billing, p, now);
+            }
+        }
+        return;
+    }
+    price_due(ledger, billing, now, out);
+    // Until when none will be due, as far as their watches say.
+    let quiet = ledger
+        .pools
+        .values()
+        .flat_map(|p| p.policies.values())
+        .filter(|p| has_budget(p))
+        .try_fold(Timestamp::from_micros(i64::MAX), |quiet, p| {
+            let watch = ledger.budget_watch.get(&p.pool, &p.tenant)?;
+            Some(quiet.min(watch.until()))
+        });
+    ledger.budget_watch.set_quiet_until(quiet);
+}
+
+/// Prices again the budgeted tenants whose watch ran out (or who have
+/// none): alerts for the thresholds crossed, and a new watch.
+fn price_due(ledger: &mut Ledger, billing: &Facts, now: Timestamp, out: &mut Decisions<'_>) {
     let due: Vec<TenantPolicy> = ledger
         .pools
         .values()

@@ -365,8 +365,10 @@ impl Ledger {
                 self.pool_mut(&e.pool)?;
             }
             EventBody::TenantPolicy(e) => {
-                let pool = self.pool_mut(&e.pool)?;
+                let pool = pool_in(&mut self.pools, &e.pool)?;
                 pool.policies.insert(e.tenant.clone(), e.clone());
+                // A budget may have come or gone: look at every tenant.
+                self.budget_watch.forget_quiet();
                 let nominal: Ge = pool
                     .policies
                     .values()
@@ -440,8 +442,12 @@ impl Ledger {
             out.segments(),
             now,
         );
-        let month = Period::containing(now);
-        if before.is_some_and(|b| Period::containing(b) != month) {
+        // A month only changes where a day does.
+        let new_month = before
+            .filter(|b| b.day() != now.day())
+            .map(|b| (Period::containing(b), Period::containing(now)))
+            .and_then(|(was, is)| (was != is).then_some(is));
+        if let Some(month) = new_month {
             billing.forget_before(month.start());
             let current = month.to_string();
             self.alerted.retain(|(_, _, m, _, _)| *m == current);

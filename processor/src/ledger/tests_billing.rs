@@ -227,3 +227,39 @@ fn a_node_that_joins_late_holds_its_devices_only_from_its_start() {
         "{reason}"
     );
 }
+
+#[test]
+fn a_budget_set_while_every_budget_is_watched_is_priced_at_once() {
+    use tests_support::*;
+    // team-b's budget is far off, so its watch holds for days and no
+    // tenant is looked at event by event; then team-a, already 60.00 into
+    // the month, gets a budget of 100.00.
+    let team_b = format!(
+        r#"{{"type":"TenantPolicy",{},"pool":"p","tenant":"team-b","nominal_ge":"1","burst_ge":"0","monthly_budget":"100000","enforcement":"alert"}}"#,
+        env("pol-team-b", "2026-11-01T00:00:00Z")
+    );
+    let lines = vec![
+        priced("10.00"),
+        inventory("p", 2, "2026-11-01T00:00:00Z"),
+        team_b,
+        policy("team-a", "1", "0", "2026-11-01T00:00:00Z"),
+        admit("r1", "team-a", "j1", 1, 1, "2026-11-01T00:00:00Z"),
+        job("j1", "team-a", "started", "2026-11-01T00:00:00Z"),
+        clock("2026-11-01T06:00:00Z"),
+        budget_policy("100", None),
+        clock("2026-11-01T06:10:00Z"),
+    ];
+    let mut ledger = Ledger::new(LedgerConfig::default());
+    let outcomes = run(&mut ledger, &lines);
+    assert!(
+        rejections(&outcomes).is_empty(),
+        "{:?}",
+        rejections(&outcomes)
+    );
+    assert!(alerts(&outcomes[..7]).is_empty());
+    // Alerted by the policy itself, not by a later event.
+    assert_eq!(
+        alerts(std::slice::from_ref(&outcomes[7])),
+        vec![("money".to_owned(), 50, "60.00".to_owned())]
+    );
+}

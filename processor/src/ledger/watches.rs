@@ -14,34 +14,51 @@ use gpuledger_schemas::{Event, EventBody, Rational, Timestamp};
 /// Each budgeted tenant's watch, by pool and tenant: looked up by
 /// borrowed names after every event. A snapshot stores it as a list of
 /// ((pool, tenant), watch) pairs.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Watches(BTreeMap<String, BTreeMap<String, Watch>>);
+///
+/// Beside them, derived and not stored: an instant before which no
+/// budgeted tenant is due to be priced again (see [`Watches::quiet_at`]),
+/// so that most events need not look at every tenant's watch.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Watches {
+    by_pool: BTreeMap<String, BTreeMap<String, Watch>>,
+    /// When `Some(t)`: every budgeted tenant has a watch, and none runs
+    /// out before `t`. `None`: not known, look.
+    quiet_until: Option<Timestamp>,
+}
+
+impl PartialEq for Watches {
+    fn eq(&self, other: &Self) -> bool {
+        self.by_pool == other.by_pool
+    }
+}
 
 impl Watches {
     /// `tenant`'s watch in `pool`, if one is kept.
     pub(crate) fn get(&self, pool: &str, tenant: &str) -> Option<&Watch> {
-        self.0.get(pool)?.get(tenant)
+        self.by_pool.get(pool)?.get(tenant)
     }
 
     fn get_mut(&mut self, pool: &str, tenant: &str) -> Option<&mut Watch> {
-        self.0.get_mut(pool)?.get_mut(tenant)
+        self.by_pool.get_mut(pool)?.get_mut(tenant)
     }
 
     /// Keeps `watch` for `tenant` in `pool`, or forgets it (`None`).
     pub(crate) fn set(&mut self, pool: &str, tenant: &str, watch: Option<Watch>) {
         match watch {
             Some(watch) => {
-                let tenants = match self.0.get_mut(pool) {
+                self.lower_quiet(watch.until);
+                let tenants = match self.by_pool.get_mut(pool) {
                     Some(tenants) => tenants,
-                    None => self.0.entry(pool.to_owned()).or_default(),
+                    None => self.by_pool.entry(pool.to_owned()).or_default(),
                 };
                 tenants.insert(tenant.to_owned(), watch);
             }
             None => {
-                if let Some(tenants) = self.0.get_mut(pool) {
+                self.quiet_until = None;
+                if let Some(tenants) = self.by_pool.get_mut(pool) {
                     tenants.remove(tenant);
                     if tenants.is_empty() {
-                        self.0.remove(pool);
+                        self.by_pool.remove(pool);
                     }
                 }
             }
@@ -50,22 +67,48 @@ impl Watches {
 
     /// Forgets every watch in `pool`.
     fn forget_pool(&mut self, pool: &str) {
-        self.0.remove(pool);
+        self.quiet_until = None;
+        self.by_pool.remove(pool);
     }
 
     /// Forgets every watch.
     pub(crate) fn clear(&mut self) {
-        self.0.clear();
+        self.quiet_until = None;
+        self.by_pool.clear();
     }
 
     fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.by_pool.is_empty()
+    }
+
+    /// True when no budgeted tenant can be due at `now`: each has a watch
+    /// that holds past it.
+    pub(crate) fn quiet_at(&self, now: Timestamp) -> bool {
+        self.quiet_until.is_some_and(|until| now < until)
+    }
+
+    /// After every budgeted tenant was looked at: `until` is the earliest
+    /// instant one of their watches runs out, `None` when one has none.
+    pub(crate) fn set_quiet_until(&mut self, until: Option<Timestamp>) {
+        self.quiet_until = until;
+    }
+
+    /// The budgeted tenants may have changed: look again.
+    pub(crate) fn forget_quiet(&mut self) {
+        self.quiet_until = None;
+    }
+
+    /// A watch now runs out at `until`, perhaps earlier than before.
+    fn lower_quiet(&mut self, until: Timestamp) {
+        if let Some(quiet) = &mut self.quiet_until {
+            *quiet = (*quiet).min(until);
+        }
     }
 }
 
 impl Serialize for Watches {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().flat_map(|(pool, tenants)| {
+        s.collect_seq(self.by_pool.iter().flat_map(|(pool, tenants)| {
             tenants
                 .iter()
                 .map(move |(tenant, watch)| ((pool, tenant), watch))
@@ -252,8 +295,9 @@ pub(crate) fn revise<'e>(
             None => watch.opened(&s.ge(), s.start, now),
             Some(end) => watch.closed(&s.ge(), end, now),
         };
-        if kept.is_none() {
-            watches.set(&s.pool, &s.tenant, None);
+        match kept.map(|()| watch.until) {
+            Some(until) => watches.lower_quiet(until),
+            None => watches.set(&s.pool, &s.tenant, None),
         }
     }
 }
