@@ -45,6 +45,9 @@ fi
 t1=$(now)
 
 topic="${prefix}gpuledger.telemetry"
+# Each round: kcat, then the batch writer, `catch-up`, which reads every
+# partition to its end, writes the samples durably and exits, as kcat -e
+# reads to the end and exits.
 rounds=${BENCH_ROUNDS:-3}
 reads=()
 for round in $(seq 1 "$rounds"); do
@@ -59,6 +62,8 @@ for round in $(seq 1 "$rounds"); do
   reads+=("$t2,$t3,$t6,$t7")
 done
 
+# The streaming writer: `run`, until its files (rolled by size, the last
+# ones by age) hold every sample.
 "$bin/gpuledger-processor" --log-filter warn run --kafka-bootstrap "$bootstrap" --topic-prefix "$prefix" \
   --history-root "$work/history" --state-dir "$work/state" --group-id "${run}-processor" \
   --api-listen 127.0.0.1:0 --clock-interval-s 0 --flush-rows 100000 --flush-interval-ms 2000 \

@@ -23,7 +23,8 @@ use gpuledger_processor::telemetry::{self, RollingPolicy, TelemetryWriterConfig,
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// `mi_option_purge_decommits` in mimalloc v2's `mi_option_t`.
+/// `mi_option_purge_decommits` in mimalloc's `mi_option_t` (the sixth
+/// option in both its v2 and v3 headers; the build uses v3).
 const MI_OPTION_PURGE_DECOMMITS: libmimalloc_sys::mi_option_t = 5;
 
 /// How memory is handed out and back, for the telemetry writer, which

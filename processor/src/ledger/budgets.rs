@@ -38,6 +38,15 @@ fn has_budget(policy: &TenantPolicy) -> bool {
     policy.monthly_budget.is_some() || policy.monthly_gpu_hours.is_some()
 }
 
+/// Every policy that sets a budget, in every pool.
+fn budgeted(ledger: &Ledger) -> impl Iterator<Item = &TenantPolicy> {
+    ledger
+        .pools
+        .values()
+        .flat_map(|p| p.policies.values())
+        .filter(|p| has_budget(p))
+}
+
 /// Month-to-date figures of every budget `policy` sets. A pricing error
 /// (no book in force yet) leaves money budgets unchecked.
 fn standings(billing: &Facts, policy: &TenantPolicy, now: Timestamp) -> Vec<Standing> {
@@ -116,40 +125,29 @@ pub(crate) fn alerts(
     if ledger.budget_watch.quiet_at(now) {
         // Every budgeted tenant is watched past `now`.
         #[cfg(test)]
-        for p in ledger.pools.values().flat_map(|p| p.policies.values()) {
-            if has_budget(p) {
-                let watch = ledger.budget_watch.get(&p.pool, &p.tenant);
-                assert!(
-                    watch.is_some_and(|w| now < w.until()),
-                    "a quiet tenant was due"
-                );
-                assert_still_below(ledger, billing, p, now);
-            }
+        for p in budgeted(ledger) {
+            let watch = ledger.budget_watch.get(&p.pool, &p.tenant);
+            assert!(
+                watch.is_some_and(|w| now < w.until()),
+                "a quiet tenant was due"
+            );
+            assert_still_below(ledger, billing, p, now);
         }
         return;
     }
     price_due(ledger, billing, now, out);
     // Until when none will be due, as far as their watches say.
-    let quiet = ledger
-        .pools
-        .values()
-        .flat_map(|p| p.policies.values())
-        .filter(|p| has_budget(p))
-        .try_fold(Timestamp::from_micros(i64::MAX), |quiet, p| {
-            let watch = ledger.budget_watch.get(&p.pool, &p.tenant)?;
-            Some(quiet.min(watch.until()))
-        });
+    let quiet = budgeted(ledger).try_fold(Timestamp::from_micros(i64::MAX), |quiet, p| {
+        let watch = ledger.budget_watch.get(&p.pool, &p.tenant)?;
+        Some(quiet.min(watch.until()))
+    });
     ledger.budget_watch.set_quiet_until(quiet);
 }
 
 /// Prices again the budgeted tenants whose watch ran out (or who have
 /// none): alerts for the thresholds crossed, and a new watch.
 fn price_due(ledger: &mut Ledger, billing: &Facts, now: Timestamp, out: &mut Decisions<'_>) {
-    let due: Vec<TenantPolicy> = ledger
-        .pools
-        .values()
-        .flat_map(|p| p.policies.values())
-        .filter(|p| has_budget(p))
+    let due: Vec<TenantPolicy> = budgeted(ledger)
         .filter(|p| {
             let watched = ledger
                 .budget_watch
