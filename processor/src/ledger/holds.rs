@@ -134,6 +134,11 @@ impl Holds {
         &self.burst
     }
 
+    /// When the first unstarted hold expires, if any does.
+    pub(crate) fn next_expiry_at(&self) -> Option<Timestamp> {
+        self.expiries.first_key_value().map(|(at, _)| *at)
+    }
+
     /// The unstarted hold that expires first, if any.
     pub(crate) fn next_expiry(&self) -> Option<(Timestamp, AttemptKey<'_>)> {
         let (at, due) = self.expiries.first_key_value()?;

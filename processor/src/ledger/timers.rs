@@ -9,7 +9,7 @@ use gpuledger_schemas::billing::UseKind;
 use gpuledger_schemas::events::{Enforcement, HoldKind};
 
 use super::decide::Decisions;
-use super::{Ledger, segments};
+use super::{Ledger, Reservation, segments};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Timer {
@@ -20,6 +20,29 @@ enum Timer {
     ReservationStart(String, String),
 }
 
+/// A reservation window's edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Edge {
+    Start,
+    End,
+}
+
+/// Which edge of a reservation's window is due at or before `now`, if
+/// one is, and when.
+fn window_due(r: &Reservation, now: Timestamp) -> Option<(Timestamp, Edge)> {
+    if !r.confirmed || r.closed {
+        return None;
+    }
+    if !r.opened && r.start <= now && r.start < r.effective_end() {
+        Some((r.start, Edge::Start))
+    } else if r.effective_end() <= now {
+        Some((r.effective_end(), Edge::End))
+    } else {
+        None
+    }
+}
+
+/// The first timer due at or before `now`.
 fn next_due(ledger: &Ledger, now: Timestamp) -> Option<(Timestamp, Timer)> {
     let mut due: Vec<(Timestamp, Timer)> = Vec::new();
     for (pool_name, pool) in &ledger.pools {
@@ -31,35 +54,38 @@ fn next_due(ledger: &Ledger, now: Timestamp) -> Option<(Timestamp, Timer)> {
                 Timer::HoldExpiry(pool_name.clone(), job.to_owned(), attempt),
             ));
         }
-        for (id, r) in pool
-            .reservations
-            .iter()
-            .filter(|(_, r)| r.confirmed && !r.closed)
-        {
-            if !r.opened && r.start <= now && r.start < r.effective_end() {
-                due.push((
-                    r.start,
-                    Timer::ReservationStart(pool_name.clone(), id.clone()),
-                ));
-            } else if r.effective_end() <= now {
-                due.push((
-                    r.effective_end(),
-                    Timer::ReservationEnd(pool_name.clone(), id.clone()),
-                ));
-            }
+        for (id, r) in &pool.reservations {
+            let timer = match window_due(r, now) {
+                Some((at, Edge::Start)) => {
+                    (at, Timer::ReservationStart(pool_name.clone(), id.clone()))
+                }
+                Some((at, Edge::End)) => (at, Timer::ReservationEnd(pool_name.clone(), id.clone())),
+                None => continue,
+            };
+            due.push(timer);
         }
     }
     due.into_iter().min()
 }
 
-/// Whether any timer is due at or before `now`.
+/// Whether any timer is due at or before `now`. Asked on every event, so
+/// it names no timer: nothing is copied or collected.
 pub(crate) fn any_due(ledger: &Ledger, now: Timestamp) -> bool {
-    next_due(ledger, now).is_some()
+    ledger.pools.values().any(|pool| {
+        pool.holds.next_expiry_at().is_some_and(|at| at <= now)
+            || pool
+                .reservations
+                .values()
+                .any(|r| window_due(r, now).is_some())
+    })
 }
 
 /// Fires every timer due at or before `now`, in order.
 pub(crate) fn fire_due(ledger: &mut Ledger, now: Timestamp, out: &mut Decisions<'_>) {
-    while let Some((at, timer)) = next_due(ledger, now) {
+    while any_due(ledger, now) {
+        let Some((at, timer)) = next_due(ledger, now) else {
+            break;
+        };
         out.at(at);
         match timer {
             Timer::HoldExpiry(pool, job, attempt) => {
