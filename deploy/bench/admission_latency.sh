@@ -11,12 +11,12 @@
 #   deploy/bench/admission_latency.sh        (needs the local broker running)
 #
 # Settings: BENCH_RATE (200), BENCH_SECONDS (30), BENCH_LINGER_MS (0),
-# BENCH_PROCESSOR_ARGS (more processor flags), CARGO_TARGET_DIR.
+# BENCH_PROCESSOR_ARGS (more processor flags), BENCH_PROFILE (bench;
+# see deploy/bench/profile.sh), CARGO_TARGET_DIR.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
-target=${CARGO_TARGET_DIR:-$repo/target}
-bin=$target/release
+. "$repo/deploy/bench/profile.sh"
 rate=${BENCH_RATE:-200}
 seconds=${BENCH_SECONDS:-30}
 bootstrap=${GPULEDGER_KAFKA_BOOTSTRAP:-127.0.0.1:9092}
@@ -24,7 +24,7 @@ prefix="bench-adm-$(date +%s)."
 work="$repo/var/bench-${prefix%.}"
 mkdir -p "$work"
 
-cargo build --profile bench -p gpuledger-processor -p gpuledger-query >&2
+bench_build gpuledger-processor gpuledger-query
 GPULEDGER_TOPIC_PREFIX=$prefix "$repo/deploy/local/kafka.sh" topics >&2
 
 "$bin/gpuledger-processor" --log-filter "${GPULEDGER_LOG:-warn}" run --kafka-bootstrap "$bootstrap" --topic-prefix "$prefix" \

@@ -3,7 +3,8 @@
 # sampled at 1 Hz from the fake NVML backend and delivered to the local
 # broker, measured with /usr/bin/time -v over ROUNDS seconds (default 60).
 # Prints CPU share of one core and peak RSS. Builds with the `bench`
-# profile (release without LTO; output in target/release).
+# profile (release without LTO) unless BENCH_PROFILE says otherwise
+# (deploy/bench/profile.sh).
 #
 #   deploy/bench/collector_overhead.sh [ROUNDS]
 set -euo pipefail
@@ -13,11 +14,12 @@ rounds=${1:-60}
 bootstrap=${GPULEDGER_KAFKA_BOOTSTRAP:-127.0.0.1:9092}
 prefix="bench-collector-$(date +%s)."
 cd "$repo"
-cargo build --profile bench -p gpuledger-collector >&2
-bin=${CARGO_TARGET_DIR:-$repo/target}/release/gpuledger-collector
+. "$repo/deploy/bench/profile.sh"
+bench_build gpuledger-collector
+collector=$bin/gpuledger-collector
 GPULEDGER_TOPIC_PREFIX=$prefix deploy/local/kafka.sh topics >&2
 log=$(mktemp)
-/usr/bin/time -v "$bin" run --source fake --fake-gpus 8 --fake-migs 7 --interval-ms 1000 \
+/usr/bin/time -v "$collector" run --source fake --fake-gpus 8 --fake-migs 7 --interval-ms 1000 \
   --rounds "$rounds" --node bench-node --pool h200 \
   --kafka-bootstrap "$bootstrap" --topic-prefix "$prefix" 2> "$log" >/dev/null
 python3 - "$log" "$rounds" <<'PY'

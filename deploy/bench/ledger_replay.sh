@@ -15,17 +15,16 @@
 #   deploy/bench/ledger_replay.sh [DIR]
 #
 # Environment: BENCH_GPUS (1000), BENCH_DAYS (30), BENCH_ROUNDS (5),
-# CARGO_TARGET_DIR.
+# BENCH_PROFILE (bench; see deploy/bench/profile.sh), CARGO_TARGET_DIR.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 gpus=${BENCH_GPUS:-1000}
 days=${BENCH_DAYS:-30}
 dir=${1:-$repo/var/bench/ledger}
-target=${CARGO_TARGET_DIR:-$repo/target}
 
-cargo build --profile bench -p gpuledger-processor -p gpuledger-query >&2
-bin=$target/release
+. "$repo/deploy/bench/profile.sh"
+bench_build gpuledger-processor
 
 ledger=$dir/ledger.ndjson
 marker="gpus=$gpus days=$days seed=1 $(git rev-parse HEAD:processor/src/generate)"

@@ -14,7 +14,8 @@
 #   deploy/bench/query_statement.sh [ROOT]
 #
 # Environment: BENCH_GPUS (1000), BENCH_DAYS (30), BENCH_RUNS (5),
-# CARGO_TARGET_DIR. Needs the Python environment of `make setup` (duckdb).
+# BENCH_PROFILE (bench; see deploy/bench/profile.sh), CARGO_TARGET_DIR.
+# Needs the Python environment of `make setup` (duckdb).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
@@ -22,11 +23,10 @@ gpus=${BENCH_GPUS:-1000}
 days=${BENCH_DAYS:-30}
 runs=${BENCH_RUNS:-5}
 root=${1:-$repo/var/bench/query-history}
-target=${CARGO_TARGET_DIR:-$repo/target}
 python=${GPULEDGER_PYTHON:-$HOME/.cache/gpuledger/venv/bin/python}
 
-cargo build --profile bench -p gpuledger-processor -p gpuledger-query >&2
-bin=$target/release
+. "$repo/deploy/bench/profile.sh"
+bench_build gpuledger-processor gpuledger-query
 
 marker="gpus=$gpus days=$days interval=10 seed=1"
 if [ "$(cat "$root/.generated" 2>/dev/null)" != "$marker" ]; then

@@ -17,13 +17,12 @@
 # after the other: a single read of either varies by a fifth from one
 # minute to the next on a shared machine, so each round's ratio and their
 # median are printed.
-# Builds with the `bench` profile (release without LTO).
+# Builds with the `bench` profile (release without LTO) unless
+# BENCH_PROFILE says otherwise (deploy/bench/profile.sh).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-target=${CARGO_TARGET_DIR:-$repo/target}
-# The bench profile builds into target/release.
-bin=$target/release
+. "$repo/deploy/bench/profile.sh"
 nodes=${BENCH_NODES:-100}
 ticks=${BENCH_TICKS:-20000}
 samples=$((nodes * 5 * ticks))
@@ -34,7 +33,7 @@ work="$repo/var/$run"
 mkdir -p "$work"
 now() { date +%s.%N; }
 
-cargo build --profile bench -p gpuledger-processor -p gpuledger-collector >&2
+bench_build gpuledger-processor gpuledger-collector
 t0=$(now)
 if [ -z "${BENCH_PREFIX:-}" ]; then
   GPULEDGER_TOPIC_PREFIX=$prefix GPULEDGER_TELEMETRY_PARTITIONS=4 "$repo/deploy/local/kafka.sh" topics
