@@ -44,6 +44,10 @@ fn window_due(r: &Reservation, now: Timestamp) -> Option<(Timestamp, Edge)> {
 
 /// The first timer due at or before `now`.
 fn next_due(ledger: &Ledger, now: Timestamp) -> Option<(Timestamp, Timer)> {
+    // Nearly every event finds none: say so before naming any.
+    if !any_due(ledger, now) {
+        return None;
+    }
     let mut due: Vec<(Timestamp, Timer)> = Vec::new();
     for (pool_name, pool) in &ledger.pools {
         if let Some((at, (job, attempt))) = pool.holds.next_expiry()
@@ -82,10 +86,7 @@ pub(crate) fn any_due(ledger: &Ledger, now: Timestamp) -> bool {
 
 /// Fires every timer due at or before `now`, in order.
 pub(crate) fn fire_due(ledger: &mut Ledger, now: Timestamp, out: &mut Decisions<'_>) {
-    while any_due(ledger, now) {
-        let Some((at, timer)) = next_due(ledger, now) else {
-            break;
-        };
+    while let Some((at, timer)) = next_due(ledger, now) {
         out.at(at);
         match timer {
             Timer::HoldExpiry(pool, job, attempt) => {
