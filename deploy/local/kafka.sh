@@ -8,6 +8,7 @@
 #   deploy/local/kafka.sh status    say whether it runs; exit 0 if it answers
 #   deploy/local/kafka.sh topics    create the gpuledger topics (idempotent)
 #   deploy/local/kafka.sh prune     delete the topics tests leave behind (e2e-*)
+#   deploy/local/kafka.sh drop P    delete the topics whose names start with P
 #   deploy/local/kafka.sh reset     stop and delete all data
 #
 # Settings (environment):
@@ -160,13 +161,19 @@ topics() {
 # and the broker keeps them; `make test` prunes them first, so a broker used
 # for many runs does not carry thousands of partitions.
 prune() {
+  delete_prefixed e2e- "test topics"
+}
+
+# Deletes every topic whose name starts with $1 (described as $2).
+delete_prefixed() {
+  local prefix=$1 what=$2 n
   answers || die "no broker answers on $bootstrap; run: deploy/local/kafka.sh start"
-  local n
-  n=$(kcat -b "$bootstrap" -L -m 10 2>/dev/null | grep -c '^  topic "e2e-' || true)
-  if [ "$n" -eq 0 ]; then say "no test topics to delete"; return 0; fi
+  n=$(kcat -b "$bootstrap" -L -m 10 2>/dev/null | grep -cF "  topic \"$prefix" || true)
+  if [ "$n" -eq 0 ]; then say "no $what to delete"; return 0; fi
+  # TopicCommand takes a regular expression: the prefix's dots are literal.
   run_class org.apache.kafka.tools.TopicCommand --bootstrap-server "$bootstrap" --delete \
-    --if-exists --topic 'e2e-.*' >/dev/null
-  say "deleted $n test topics"
+    --if-exists --topic "${prefix//./\\.}.*" >/dev/null
+  say "deleted $n $what"
 }
 
 reset() {
@@ -182,6 +189,10 @@ case "${1:-}" in
   status) status ;;
   topics) topics ;;
   prune) prune ;;
+  drop)
+    [ -n "${2:-}" ] || die "usage: deploy/local/kafka.sh drop TOPIC_PREFIX"
+    delete_prefixed "$2" "topics named $2*"
+    ;;
   reset) reset ;;
-  *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
