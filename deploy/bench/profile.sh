@@ -5,7 +5,8 @@
 # speed), `production` (the Cargo profile to deploy: fat LTO, one codegen
 # unit; see Cargo.toml) or `pgo` (the production build, but the processor
 # optimised from a training profile by deploy/build-pgo.sh: about 15
-# minutes when the sources changed).
+# minutes when the sources changed, and the training needs the local
+# broker).
 # Sets `bench_profile`, `target` and `bin` (where the binaries land), and
 # defines `bench_build PACKAGE...`.
 #
