@@ -31,7 +31,8 @@ target=${CARGO_TARGET_DIR:-$repo/target}
 pgo_target=$target/pgo
 out=$target/pgo-bin
 work=$repo/var/pgo
-bootstrap=${GPULEDGER_KAFKA_BOOTSTRAP:-127.0.0.1:9092}
+# The local broker (deploy/local/kafka.sh), which makes and drops the topics.
+bootstrap=127.0.0.1:${GPULEDGER_KAFKA_PORT:-9092}
 say() { printf 'build-pgo.sh: %s\n' "$*" >&2; }
 
 # What the binary is made of: the sources of the processor and the crates

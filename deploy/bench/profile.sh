@@ -30,12 +30,18 @@ bench_build() {
     args+=(-p "$package")
   done
   if [ "$bench_profile" = pgo ]; then
-    echo "building ${*} with the production profile, the processor from a profile" >&2
-    cargo build --profile production "${args[@]}" >&2
+    echo "building ${*}: the processor from a profile, the others with the production profile" >&2
     "$repo/deploy/build-pgo.sh"
+    local others=()
     for package in "$@"; do
-      [ "$package" = gpuledger-processor ] || cp "$target/production/$package" "$bin/"
+      [ "$package" = gpuledger-processor ] || others+=("$package")
     done
+    if [ "${#others[@]}" -gt 0 ]; then
+      cargo build --profile production "${args[@]}" >&2
+      for package in "${others[@]}"; do
+        cp "$target/production/$package" "$bin/"
+      done
+    fi
     return
   fi
   echo "building ${*} with the $bench_profile profile" >&2
