@@ -310,12 +310,12 @@ fn watch_of(
             };
             (next - standing.used.clone() - slack, accruing)
         };
-        headrooms.push(Headroom {
-            room,
-            per_hour: accruing.as_rational().clone() * per_ge_hour.clone(),
-            per_ge_hour,
+        headrooms.push(Headroom::new(
+            &room,
+            &per_ge_hour,
+            accruing.as_rational(),
             falling,
-        });
+        ));
     }
     // A month change forgets every watch anyway; a book taking over
     // changes the rates and the overhead on everything so far.

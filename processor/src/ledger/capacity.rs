@@ -7,6 +7,7 @@ use gpuledger_schemas::events::{DeviceHealth, HealthState, InventoryDevice, Node
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::Ge;
+use super::by_text::ByText;
 
 /// The latest inventory per node and health per device, with the
 /// capacity they give and an index of devices kept up to date as they
@@ -18,8 +19,10 @@ pub(crate) struct PoolInventory {
     /// device or parent GPU uuid → (as of, state).
     health: BTreeMap<String, (Timestamp, HealthState)>,
     model: Option<String>,
-    /// (device uuid, node) → the device's place in that node's list.
-    index: BTreeMap<(String, String), usize>,
+    /// Device uuid → each node listing it, in name order, with the
+    /// device's place in that node's list. Asked on every attempt start,
+    /// so hashed.
+    index: ByText<Vec<(String, usize)>>,
     /// Σ GE of devices whose health is not `failed`.
     capacity: Ge,
 }
@@ -57,7 +60,7 @@ impl<'de> Deserialize<'de> for PoolInventory {
             nodes: stored.nodes,
             health: stored.health,
             model: stored.model,
-            index: BTreeMap::new(),
+            index: ByText::default(),
             capacity: Ge::zero(),
         };
         let nodes: Vec<String> = inventory.nodes.keys().cloned().collect();
@@ -99,13 +102,19 @@ impl PoolInventory {
         let Some((_, devices)) = self.nodes.get(node) else {
             return;
         };
-        for (place, d) in devices.iter().enumerate().rev() {
-            let key = (d.device_uuid.clone(), node.to_owned());
+        for (place, d) in devices.iter().enumerate() {
+            let uuid = d.device_uuid.as_str();
             if add {
+                let places = self.index.get_or_insert_with(uuid, Vec::new);
                 // The first of a uuid listed twice in one node wins.
-                self.index.insert(key, place);
-            } else {
-                self.index.remove(&key);
+                if let Err(at) = places.binary_search_by(|(n, _)| n.as_str().cmp(node)) {
+                    places.insert(at, (node.to_owned(), place));
+                }
+            } else if let Some(places) = self.index.get_mut(uuid) {
+                places.retain(|(n, _)| n != node);
+                if places.is_empty() {
+                    self.index.remove(uuid);
+                }
             }
         }
     }
@@ -158,13 +167,7 @@ impl PoolInventory {
     /// A device of the current inventory.
     pub(crate) fn device(&self, uuid: &str) -> Option<&InventoryDevice> {
         // The first node, in name order, that lists it.
-        let ((found, node), place) = self
-            .index
-            .range((uuid.to_owned(), String::new())..)
-            .next()?;
-        if found != uuid {
-            return None;
-        }
+        let (node, place) = self.index.get(uuid)?.first()?;
         self.nodes.get(node)?.1.get(*place)
     }
 }

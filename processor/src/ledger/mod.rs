@@ -302,7 +302,7 @@ impl Ledger {
         #[cfg(test)]
         let before = (self.clone(), records.clone());
         let time_before = self.now;
-        let result = self.apply_inner(cause, event, records);
+        let result = self.apply_inner(cause, event, records, false);
         if result.is_err() {
             self.now = time_before;
             #[cfg(test)]
@@ -329,24 +329,31 @@ impl Ledger {
         let applied = std::mem::take(&mut self.applied);
         let mut next = self.clone();
         self.applied = applied;
-        let parts = next.apply_inner(cause, event, records)?;
+        let parts = next.apply_inner(cause, event, records, true)?;
         next.applied = std::mem::take(&mut self.applied);
         *self = next;
         Ok(parts)
     }
 
+    /// `timers_due`: whether [`timers::any_due`] said yes for this event's
+    /// time (asked once, in [`Ledger::apply`]).
     fn apply_inner(
         &mut self,
         cause: &Cause<'_>,
         event: &Event,
         records: &mut Records,
+        timers_due: bool,
     ) -> Result<AppliedParts, String> {
         let at = event.envelope.event_time;
         let before = self.now;
         let now = self.now.map_or(at, |n| n.max(at));
         let mut out = decide::Decisions::new(cause);
         // Timers due up to the new `now` fire first, in time order.
-        timers::fire_due(self, now, &mut out);
+        if timers_due {
+            timers::fire_due(self, now, &mut out);
+        } else {
+            out.at(now);
+        }
         self.now = Some(now);
         let mut warnings = Vec::new();
         match &event.body {

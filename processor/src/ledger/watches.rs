@@ -126,14 +126,42 @@ impl<'de> Deserialize<'de> for Watches {
     }
 }
 
-/// Microseconds in an hour, as a rational.
-fn hour() -> Rational {
-    Rational::from_integer(3_600_000_000)
+/// Microseconds in an hour.
+const MICROS_PER_HOUR: i128 = 3_600_000_000;
+
+/// A watch counts in integers of 10⁻¹² of a figure's unit (money or GPU
+/// hours), rounded so that it can only run out early, never late: rooms
+/// down, rates up. Running out early costs one pricing more; the exact
+/// figures decide. An amount too large to count saturates, which ends the
+/// watch.
+const SCALE: i128 = 1_000_000_000_000;
+
+/// ⌊`r` × SCALE⌋.
+fn scaled_down(r: &Rational) -> i128 {
+    (r.clone() * Rational::from_i128(SCALE))
+        .floor_i128()
+        .unwrap_or(if r.is_negative() { i128::MIN } else { i128::MAX })
 }
 
-/// `micros` (none if negative) in hours.
-fn hours(micros: i64) -> Rational {
-    Rational::new(micros.max(0), 3_600_000_000).unwrap_or_default()
+/// ⌈`r` × SCALE⌉.
+fn scaled_up(r: &Rational) -> i128 {
+    scaled_down(&(Rational::zero() - r.clone())).saturating_neg()
+}
+
+/// ⌈`a` × `b` / `c`⌉ for `a`, `b` ≥ 0 and `c` > 0, saturating.
+fn mul_div_up(a: i128, b: i128, c: i128) -> i128 {
+    a.checked_mul(b)
+        .map_or(i128::MAX, |p| p / c + i128::from(p % c != 0))
+}
+
+/// ⌊`a` × `b` / `c`⌋ for `a`, `b` ≥ 0 and `c` > 0, saturating.
+fn mul_div_down(a: i128, b: i128, c: i128) -> i128 {
+    a.checked_mul(b).map_or(i128::MAX, |p| p / c)
+}
+
+/// Microseconds from `from` to `to`, none if negative.
+fn micros_between(from: Timestamp, to: Timestamp) -> i128 {
+    i128::from(to.as_micros().saturating_sub(from.as_micros()).max(0))
 }
 
 /// How far one figure (money or GPU hours) is from where a decision could
@@ -141,13 +169,82 @@ fn hours(micros: i64) -> Rational {
 /// GE-hour of running use and in all. A rising figure is below its next
 /// line and grows as time passes and segments open; a falling one is at or
 /// above its budget and can only come down by health credits on running
-/// use, or by a segment closed back in time.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// use, or by a segment closed back in time. All three are counted in
+/// [`SCALE`] units.
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Headroom {
-    pub(super) room: Rational,
-    pub(super) per_ge_hour: Rational,
-    pub(super) per_hour: Rational,
-    pub(super) falling: bool,
+    room: i128,
+    per_ge_hour: i128,
+    per_hour: i128,
+    falling: bool,
+}
+
+impl Headroom {
+    /// `room` left, moved at `per_ge_hour` by each of `accruing` GE.
+    pub(super) fn new(
+        room: &Rational,
+        per_ge_hour: &Rational,
+        accruing: &Rational,
+        falling: bool,
+    ) -> Self {
+        Self {
+            room: scaled_down(room),
+            per_ge_hour: scaled_up(per_ge_hour),
+            per_hour: scaled_up(&(accruing.clone() * per_ge_hour.clone())),
+            falling,
+        }
+    }
+
+    /// This figure's rate for `ge` GE: rounded up, or down.
+    fn rate_of(&self, ge: &Rational, up: bool) -> i128 {
+        let Some((n, d)) = ge.to_i64_pair() else {
+            return if up { i128::MAX } else { 0 };
+        };
+        let n = i128::from(n.max(0));
+        if up {
+            mul_div_up(self.per_ge_hour, n, i128::from(d))
+        } else {
+            mul_div_down(self.per_ge_hour, n, i128::from(d))
+        }
+    }
+}
+
+/// A snapshot stores a headroom as exact rationals, as it always has.
+#[derive(Serialize, Deserialize)]
+struct StoredHeadroom {
+    room: Rational,
+    per_ge_hour: Rational,
+    per_hour: Rational,
+    falling: bool,
+}
+
+impl Serialize for Headroom {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let exact = |n: i128| {
+            Rational::from_i128(n)
+                .checked_div(&Rational::from_i128(SCALE))
+                .unwrap_or_default()
+        };
+        StoredHeadroom {
+            room: exact(self.room),
+            per_ge_hour: exact(self.per_ge_hour),
+            per_hour: exact(self.per_hour),
+            falling: self.falling,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Headroom {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let stored = StoredHeadroom::deserialize(d)?;
+        Ok(Headroom {
+            room: scaled_down(&stored.room),
+            per_ge_hour: scaled_up(&stored.per_ge_hour),
+            per_hour: scaled_up(&stored.per_hour),
+            falling: stored.falling,
+        })
+    }
 }
 
 /// A budgeted tenant's figures cannot reach their next lines before `until`.
@@ -195,15 +292,14 @@ impl Watch {
     fn settle(&mut self) -> Option<()> {
         let mut until = self.limit;
         for f in &self.figures {
-            if f.room.is_zero() || f.room.is_negative() {
+            if f.room <= 0 {
                 return None;
             }
-            if f.per_hour.is_zero() {
+            if f.per_hour == 0 {
                 continue;
             }
-            let micros = (f.room.clone() * hour())
-                .checked_div(&f.per_hour)?
-                .floor_i64()?;
+            let micros = mul_div_down(f.room, MICROS_PER_HOUR, f.per_hour);
+            let micros = i64::try_from(micros).unwrap_or(i64::MAX);
             until = until.min(
                 self.at
                     .plus_micros(micros.min(i64::MAX - self.at.as_micros())),
@@ -215,11 +311,14 @@ impl Watch {
 
     /// Time passes to `now`: every figure may have moved at its rate.
     fn advance(&mut self, now: Timestamp) {
-        let elapsed = hours(now.as_micros() - self.at.as_micros());
-        for f in &mut self.figures {
-            f.room = f.room.clone() - f.per_hour.clone() * elapsed.clone();
+        let elapsed = micros_between(self.at, now);
+        if elapsed > 0 {
+            for f in &mut self.figures {
+                let moved = mul_div_up(f.per_hour, elapsed, MICROS_PER_HOUR);
+                f.room = f.room.saturating_sub(moved);
+            }
+            self.at = now;
         }
-        self.at = now;
     }
 
     /// A segment of `ge` opened at `start` and runs on: every figure loses
@@ -227,11 +326,12 @@ impl Watch {
     /// falling one credits, were its devices failed), and may move faster.
     fn opened(&mut self, ge: &Rational, start: Timestamp, now: Timestamp) -> Option<()> {
         self.advance(now);
-        let since_start = hours(now.as_micros() - start.as_micros());
+        let since_start = micros_between(start, now);
         for f in &mut self.figures {
-            let rate = f.per_ge_hour.clone() * ge.clone();
-            f.room = f.room.clone() - rate.clone() * since_start.clone();
-            f.per_hour = f.per_hour.clone() + rate;
+            let rate = f.rate_of(ge, true);
+            let moved = mul_div_up(rate, since_start, MICROS_PER_HOUR);
+            f.room = f.room.saturating_sub(moved);
+            f.per_hour = f.per_hour.saturating_add(rate);
         }
         self.settle()
     }
@@ -239,16 +339,17 @@ impl Watch {
     /// A segment of `ge` closed at `end`. A falling figure loses what the
     /// segment had accrued after `end`. A rising one slows down: every
     /// segment that closes was counted in its rate, running when the watch
-    /// began or opened since (a split closes one and opens the next).
+    /// began or opened since (a split closes one and opens the next); its
+    /// rate comes off rounded down, so the rate left is never too low.
     fn closed(&mut self, ge: &Rational, end: Timestamp, now: Timestamp) -> Option<()> {
         self.advance(now);
-        let after_end = hours(now.as_micros() - end.as_micros());
+        let after_end = micros_between(end, now);
         for f in &mut self.figures {
-            let rate = f.per_ge_hour.clone() * ge.clone();
             if f.falling {
-                f.room = f.room.clone() - rate * after_end.clone();
+                let moved = mul_div_up(f.rate_of(ge, true), after_end, MICROS_PER_HOUR);
+                f.room = f.room.saturating_sub(moved);
             } else {
-                f.per_hour = (f.per_hour.clone() - rate).max(Rational::zero());
+                f.per_hour = (f.per_hour - f.rate_of(ge, false)).max(0);
             }
         }
         self.settle()

@@ -106,6 +106,14 @@ impl Rational {
         }
     }
 
+    /// The largest integer not above this number, if it fits an `i128`.
+    pub fn floor_i128(&self) -> Option<i128> {
+        match &self.0 {
+            Repr::Small(n, d) => Some(n.div_euclid(*d)),
+            Repr::Big(b) => b.floor().to_integer().to_i128(),
+        }
+    }
+
     /// `self / other`, or `None` when `other` is zero.
     pub fn checked_div(&self, other: &Self) -> Option<Self> {
         if other.is_zero() {
@@ -187,6 +195,10 @@ impl Rational {
             return Self::from_big(BigRational::new(n.into(), d.into()));
         }
         let (n, d) = if d < 0 { (-n, -d) } else { (n, d) };
+        if d == 1 {
+            // Whole numbers are most of what is added up: no divisor to find.
+            return Self(Repr::Small(n, 1));
+        }
         // d > 0, so the divisor is at least one and fits an i128.
         let g = gcd(n.unsigned_abs(), d.unsigned_abs()) as i128;
         Self(Repr::Small(div_exact(n, g), div_exact(d, g)))
@@ -322,7 +334,9 @@ fn div_exact(x: i128, g: i128) -> i128 {
 /// Greatest common divisor; `gcd(0, b) = b`. In 64 bits when both fit,
 /// which is twice as fast and almost always the case.
 fn gcd(a: u128, b: u128) -> u128 {
-    if (a | b) >> 64 == 0 {
+    if a == 1 || b == 1 {
+        1
+    } else if (a | b) >> 64 == 0 {
         u128::from((a as u64).gcd(&(b as u64)))
     } else {
         a.gcd(&b)
