@@ -313,7 +313,7 @@ fn watch_of(
         headrooms.push(Headroom::new(
             &room,
             &per_ge_hour,
-            accruing.as_rational(),
+            &accruing.to_rational(),
             falling,
         ));
     }

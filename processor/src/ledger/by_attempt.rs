@@ -3,10 +3,8 @@
 //! should not copy the job's id. Jobs are hashed (a lookup costs one hash
 //! of the id, not a string comparison per tree level); a job's few
 //! attempts sit in a small vector sorted by attempt. Iteration is in no
-//! particular order, so nothing that decides may depend on it: [`first`]
-//! and the snapshot form are in (job, attempt) order.
-//!
-//! [`first`]: ByAttempt::first
+//! particular order, so nothing that decides may depend on it: the
+//! snapshot form is in (job, attempt) order.
 
 use super::by_text::ByText;
 
@@ -118,16 +116,6 @@ impl<V> ByAttempt<V> {
         all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         all
     }
-
-    /// The entry with the least (job, attempt).
-    pub(crate) fn first(&self) -> Option<(AttemptKey<'_>, &V)> {
-        let (job, attempts) = self.0.iter().min_by(|a, b| a.0.cmp(b.0))?;
-        attempts.first().map(|(attempt, v)| ((job, *attempt), v))
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 /// Where `attempt` is in a job's sorted attempts, or where it would go.
@@ -169,7 +157,6 @@ mod tests {
         assert_eq!(keys, [("j-1", 1), ("j-1", 2), ("j-2", 1)]);
         assert_eq!(map.remove(("j-2", 1)), Some("b"));
         assert_eq!(map.remove(("j-2", 1)), None);
-        assert_eq!(map.first().map(|(k, _)| k), Some(("j-1", 1)));
 
         // Stored as the pairs a map keyed by (job, attempt) would write.
         let text = serde_json::to_string(&map).unwrap();

@@ -102,10 +102,6 @@ impl<V> ByText<V> {
     pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 impl<V: PartialEq> PartialEq for ByText<V> {

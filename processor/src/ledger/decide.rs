@@ -51,7 +51,7 @@ pub(crate) struct Decisions<'a> {
 
 /// Where money is not known, the rate is left out.
 fn ge_text(ge: &Ge) -> gpuledger_schemas::Rational {
-    ge.as_rational().clone()
+    ge.to_rational()
 }
 
 impl<'a> Decisions<'a> {

@@ -1,78 +1,170 @@
-//! GPU-equivalents as exact rationals: a MIG 1g of 7 is exactly 1/7.
+//! GPU-equivalents, exact: a MIG 1g of 7 is exactly 1/7.
+//!
+//! Admission and holds add and compare GE on every event, so an amount is
+//! kept as a whole number of [`UNIT`]ths of a GE wherever it is one: every
+//! fraction of a GPU cut in up to eight slices, and every decimal quota of
+//! up to six places, is. Anything else (a quota of 1/9 GE) is kept as an
+//! exact rational. Each value has one form, so equal values look equal.
 
+use std::cmp::Ordering;
 use std::fmt;
 use std::ops::{Add, Sub};
 
 use gpuledger_schemas::{Decimal, Rational};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Parts of a GE counted as one: divisible by 1 to 8 and by 10⁶.
+const UNIT: i64 = 840_000_000;
 
 /// An exact amount of GPU-equivalents.
-#[derive(
-    Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize,
-)]
-#[serde(transparent)]
-pub struct Ge(Rational);
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Ge(Repr);
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Repr {
+    /// A whole number of [`UNIT`]ths.
+    Units(i64),
+    /// Not a whole number of units, or too large to count in them.
+    Exact(Rational),
+}
+
+impl Default for Ge {
+    fn default() -> Self {
+        Self::zero()
+    }
+}
 
 impl Ge {
     /// Nothing.
     pub fn zero() -> Self {
-        Self(Rational::zero())
+        Self(Repr::Units(0))
     }
 
     /// `slices / max_slices` (a non-positive `max_slices` gives zero; the
     /// contract's validation rejects those first).
     pub fn of(slices: i32, max_slices: i32) -> Self {
-        Self(Rational::new(slices.into(), max_slices.into()).unwrap_or_default())
+        if max_slices > 0 && UNIT % i64::from(max_slices) == 0 {
+            return Self(Repr::Units(
+                i64::from(slices) * (UNIT / i64::from(max_slices)),
+            ));
+        }
+        Self::from_rational(&Rational::new(slices.into(), max_slices.into()).unwrap_or_default())
     }
 
     /// From a decimal quantity (`nominal_ge`, `burst_ge`).
     pub fn from_decimal(d: &Decimal) -> Self {
-        Self(d.to_rational())
+        Self::from_rational(&d.to_rational())
     }
 
     /// From an exact rational quantity.
     pub fn from_rational(r: &Rational) -> Self {
-        Self(r.clone())
+        let units = r.clone() * Rational::from_integer(UNIT);
+        match units.to_i64_pair() {
+            Some((n, 1)) => Self(Repr::Units(n)),
+            _ => Self(Repr::Exact(r.clone())),
+        }
     }
 
     /// The exact value.
-    pub fn as_rational(&self) -> &Rational {
-        &self.0
+    pub fn to_rational(&self) -> Rational {
+        match &self.0 {
+            Repr::Units(n) => Rational::new(*n, UNIT).unwrap_or_default(),
+            Repr::Exact(r) => r.clone(),
+        }
     }
 
     /// The larger of zero and `self`.
     pub fn clamp_zero(self) -> Self {
-        Self(self.0.max(Rational::zero()))
+        if self.is_negative() {
+            Self::zero()
+        } else {
+            self
+        }
     }
 
     /// True when above zero.
     pub fn is_positive(&self) -> bool {
-        !self.0.is_zero() && !self.0.is_negative()
+        match &self.0 {
+            Repr::Units(n) => *n > 0,
+            Repr::Exact(r) => !r.is_zero() && !r.is_negative(),
+        }
+    }
+
+    fn is_negative(&self) -> bool {
+        match &self.0 {
+            Repr::Units(n) => *n < 0,
+            Repr::Exact(r) => r.is_negative(),
+        }
+    }
+
+    /// `self` and `rhs` combined by `units` where both are counted in
+    /// units and the result fits, else by `exact`.
+    fn combine(
+        &self,
+        rhs: &Ge,
+        units: fn(i64, i64) -> Option<i64>,
+        exact: fn(Rational, Rational) -> Rational,
+    ) -> Ge {
+        if let (Repr::Units(a), Repr::Units(b)) = (&self.0, &rhs.0)
+            && let Some(n) = units(*a, *b)
+        {
+            return Ge(Repr::Units(n));
+        }
+        Ge::from_rational(&exact(self.to_rational(), rhs.to_rational()))
+    }
+}
+
+impl PartialOrd for Ge {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Ge {
+    fn cmp(&self, other: &Self) -> Ordering {
+        match (&self.0, &other.0) {
+            (Repr::Units(a), Repr::Units(b)) => a.cmp(b),
+            _ => self.to_rational().cmp(&other.to_rational()),
+        }
     }
 }
 
 impl fmt::Display for Ge {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
+        fmt::Display::fmt(&self.to_rational(), f)
     }
 }
 
 impl fmt::Debug for Ge {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} GE", self.0)
+        write!(f, "{} GE", self.to_rational())
+    }
+}
+
+/// Written as the exact rational, as it always was.
+impl Serialize for Ge {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_rational().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Ge {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Ge::from_rational(&Rational::deserialize(d)?))
     }
 }
 
 impl Add for Ge {
     type Output = Ge;
     fn add(self, rhs: Ge) -> Ge {
-        Ge(self.0 + rhs.0)
+        self.combine(&rhs, i64::checked_add, |a, b| a + b)
     }
 }
 
 impl Sub for Ge {
     type Output = Ge;
     fn sub(self, rhs: Ge) -> Ge {
-        Ge(self.0 - rhs.0)
+        self.combine(&rhs, i64::checked_sub, |a, b| a - b)
     }
 }
 
@@ -84,6 +176,54 @@ impl std::iter::Sum for Ge {
 
 impl From<Ge> for Rational {
     fn from(ge: Ge) -> Rational {
-        ge.0
+        ge.to_rational()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(n: i64, d: i64) -> Rational {
+        Rational::new(n, d).unwrap_or_default()
+    }
+
+    fn decimal(text: &str) -> Ge {
+        Ge::from_decimal(&text.parse::<Decimal>().expect("a decimal"))
+    }
+
+    #[test]
+    fn counted_and_exact_amounts_add_compare_and_print_as_rationals() {
+        let seventh = Ge::of(1, 7);
+        let ninth = Ge::of(1, 9);
+        assert_eq!(seventh.to_string(), "1/7");
+        assert_eq!(ninth.to_string(), "1/9");
+        assert_eq!(
+            (seventh.clone() + ninth.clone()).to_rational(),
+            r(1, 7) + r(1, 9)
+        );
+        // 1/9 + 8/9 is one whole GE again, in units.
+        let whole = ninth.clone() + Ge::of(8, 9);
+        assert_eq!(whole, Ge::of(7, 7));
+        assert_eq!(whole, decimal("1"));
+        assert!(ninth < seventh && seventh > ninth);
+        assert!(Ge::of(1, 7) - Ge::of(2, 7) < Ge::zero());
+        assert_eq!((Ge::of(1, 7) - Ge::of(2, 7)).clamp_zero(), Ge::zero());
+        assert!(!Ge::zero().is_positive() && Ge::of(1, 9).is_positive());
+        assert_eq!(decimal("2.5"), Ge::of(5, 2));
+        assert_eq!(decimal("0.1234567").to_string(), "1234567/10000000");
+    }
+
+    #[test]
+    fn amounts_too_large_to_count_stay_exact() {
+        let big = Ge::of(i32::MAX, 1);
+        let sum: Ge = std::iter::repeat_n(big, 8).sum();
+        assert_eq!(
+            sum.to_rational(),
+            Rational::from_integer(i64::from(i32::MAX) * 8)
+        );
+        let text = serde_json::to_string(&sum).expect("serializes");
+        let back: Ge = serde_json::from_str(&text).expect("reads back");
+        assert_eq!(back, sum);
     }
 }

@@ -48,7 +48,7 @@ pub(crate) struct Holds {
     total: Ge,
     burst: Ge,
     /// Holds not yet started, by expiry, then attempt.
-    expiries: BTreeMap<Timestamp, ByAttempt<()>>,
+    expiries: BTreeMap<Timestamp, Due>,
 }
 
 impl Holds {
@@ -69,7 +69,7 @@ impl Holds {
         self.remove(key);
         self.count(&hold, true);
         if let Some(at) = hold.expires_at {
-            self.expiries.entry(at).or_default().insert(key, ());
+            self.expiries.entry(at).or_default().insert(key);
         }
         self.by_attempt.insert(key, hold);
     }
@@ -79,27 +79,18 @@ impl Holds {
         let hold = self.by_attempt.remove(key)?;
         self.count(&hold, false);
         if let Some(at) = hold.expires_at {
-            self.forget_expiry(at, key);
+            forget_expiry(&mut self.expiries, at, key);
         }
         Some(hold)
     }
 
     /// The attempt started: its hold no longer expires. Returns the hold.
     pub(crate) fn start(&mut self, key: AttemptKey<'_>) -> Option<&Hold> {
-        let at = self.by_attempt.get_mut(key)?.expires_at.take();
-        if let Some(at) = at {
-            self.forget_expiry(at, key);
+        let hold = self.by_attempt.get_mut(key)?;
+        if let Some(at) = hold.expires_at.take() {
+            forget_expiry(&mut self.expiries, at, key);
         }
-        self.by_attempt.get(key)
-    }
-
-    fn forget_expiry(&mut self, at: Timestamp, key: AttemptKey<'_>) {
-        if let Some(due) = self.expiries.get_mut(&at) {
-            due.remove(key);
-            if due.is_empty() {
-                self.expiries.remove(&at);
-            }
-        }
+        Some(hold)
     }
 
     /// Moves a hold to another kind.
@@ -142,7 +133,7 @@ impl Holds {
     /// The unstarted hold that expires first, if any.
     pub(crate) fn next_expiry(&self) -> Option<(Timestamp, AttemptKey<'_>)> {
         let (at, due) = self.expiries.first_key_value()?;
-        due.first().map(|(key, ())| (*at, key))
+        due.first().map(|key| (*at, key))
     }
 
     /// `tenant`'s holds of `kind`, oldest admission first.
@@ -180,6 +171,48 @@ impl Holds {
         change(sums.of(hold.kind));
         if sums.is_zero() {
             self.use_by.remove(&hold.tenant);
+        }
+    }
+}
+
+/// The attempts whose holds expire at one instant, in (job, attempt)
+/// order: nearly always one.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Due(Vec<(Box<str>, i32)>);
+
+impl Due {
+    fn find(&self, (job, attempt): AttemptKey<'_>) -> Result<usize, usize> {
+        self.0
+            .binary_search_by(|(j, a)| (&**j, *a).cmp(&(job, attempt)))
+    }
+
+    fn insert(&mut self, key: AttemptKey<'_>) {
+        if let Err(at) = self.find(key) {
+            self.0.insert(at, (key.0.into(), key.1));
+        }
+    }
+
+    fn remove(&mut self, key: AttemptKey<'_>) {
+        if let Ok(at) = self.find(key) {
+            self.0.remove(at);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn first(&self) -> Option<AttemptKey<'_>> {
+        self.0.first().map(|(job, attempt)| (&**job, *attempt))
+    }
+}
+
+/// Takes `key` out of the holds expiring at `at`.
+fn forget_expiry(expiries: &mut BTreeMap<Timestamp, Due>, at: Timestamp, key: AttemptKey<'_>) {
+    if let Some(due) = expiries.get_mut(&at) {
+        due.remove(key);
+        if due.is_empty() {
+            expiries.remove(&at);
         }
     }
 }

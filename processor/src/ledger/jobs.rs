@@ -22,8 +22,14 @@ pub(crate) fn apply(
     let pool = ledger.pool_mut(&e.pool)?;
     let key = (e.job_id.as_str(), e.attempt);
     let label = Named(key);
-    let ended_tenant = records.ended.get(&e.pool, key);
-    let known_tenant = pool.attempts.get(key).map(|a| &a.tenant).or(ended_tenant);
+    let live = pool.attempts.get(key);
+    // An attempt that ended left the live state: only one not live may be
+    // among the ended.
+    let ended_tenant = match live {
+        Some(_) => None,
+        None => records.ended.get(&e.pool, key),
+    };
+    let known_tenant = live.map(|a| &a.tenant).or(ended_tenant);
     if let Some(tenant) = known_tenant
         && *tenant != e.tenant
     {
@@ -40,7 +46,8 @@ pub(crate) fn apply(
             e.tenant, hold.tenant
         ));
     }
-    let phase = pool.attempts.get(key).map(|a| a.phase);
+    let phase = live.map(|a| a.phase);
+    let started_at = live.and_then(|a| a.started_at);
     if ended_tenant.is_some() || phase == Some(AttemptPhase::Ended) {
         return Err(format!(
             "{label} already ended; {} comes after its terminal event",
@@ -140,7 +147,7 @@ pub(crate) fn apply(
                     e.state
                 ));
             }
-            if let Some(started) = pool.attempts.get(key).and_then(|a| a.started_at)
+            if let Some(started) = started_at
                 && at < started
             {
                 return Err(format!(

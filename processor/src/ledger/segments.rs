@@ -28,7 +28,7 @@ fn row(
     ending: Option<&Ending<'_>>,
 ) -> Option<Segment> {
     let attempt = pool.attempts.get(key)?;
-    let (slices, max_slices) = segment.ge.as_rational().to_i64_pair()?;
+    let (slices, max_slices) = segment.ge.to_rational().to_i64_pair()?;
     Some(Segment {
         pool: pool_name.to_owned(),
         tenant: attempt.tenant.clone(),

@@ -140,7 +140,11 @@ const SCALE: i128 = 1_000_000_000_000;
 fn scaled_down(r: &Rational) -> i128 {
     (r.clone() * Rational::from_i128(SCALE))
         .floor_i128()
-        .unwrap_or(if r.is_negative() { i128::MIN } else { i128::MAX })
+        .unwrap_or(if r.is_negative() {
+            i128::MIN
+        } else {
+            i128::MAX
+        })
 }
 
 /// ⌈`r` × SCALE⌉.
