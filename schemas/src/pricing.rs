@@ -176,13 +176,13 @@ impl PriceBooks {
         if usage.end <= usage.start {
             return Ok(total);
         }
-        let mut bounds = vec![usage.start];
-        bounds.extend(self.change_points(usage.pool, usage.start, usage.end));
-        bounds.push(usage.end);
-        for window in bounds.windows(2) {
-            let rate = self.rate(usage.pool, usage.model, usage.kind, window[0])?;
-            let micros = window[1].as_micros() - window[0].as_micros();
+        let mut from = usage.start;
+        let changes = self.change_points(usage.pool, usage.start, usage.end);
+        for to in changes.into_iter().chain(std::iter::once(usage.end)) {
+            let rate = self.rate(usage.pool, usage.model, usage.kind, from)?;
+            let micros = to.as_micros() - from.as_micros();
             total = total + segment_amount(usage.slices, usage.max_slices, micros, &rate);
+            from = to;
         }
         Ok(total)
     }
@@ -235,6 +235,19 @@ pub fn segment_amount(slices: i64, max_slices: i64, micros: i64, rate: &Rational
 
 /// The same cost function for an exact GE amount: `ge × secs × rate / 3600`.
 pub fn ge_amount(ge: &Rational, micros: i64, rate: &Rational) -> Rational {
+    // One fraction, reduced once, where its parts fit: the same value as
+    // the three products below, for a sixth of the work.
+    if let (Some((gn, gd)), Some((rn, rd))) = (ge.to_i128_pair(), rate.to_i128_pair())
+        && let Some(numer) = gn
+            .checked_mul(i128::from(micros))
+            .and_then(|n| n.checked_mul(rn))
+        && let Some(denom) = gd
+            .checked_mul(rd)
+            .and_then(|d| d.checked_mul(i128::from(3600 * MICROS_PER_SECOND)))
+        && let Some(amount) = Rational::from_i128_ratio(numer, denom)
+    {
+        return amount;
+    }
     let per_hour = Rational::from_integer(3600 * MICROS_PER_SECOND);
     (ge * &Rational::from_integer(micros) * rate.clone())
         .checked_div(&per_hour)

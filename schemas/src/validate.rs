@@ -16,14 +16,23 @@ struct Check<'a> {
     event_id: &'a str,
 }
 
+/// All whitespace, or nothing. Every text field of every event is asked,
+/// and nearly all begin with a visible ASCII character.
+fn blank(value: &str) -> bool {
+    match value.as_bytes().first() {
+        Some(b) if b.is_ascii_graphic() => false,
+        // Stops at the first character that is not whitespace.
+        _ => value.chars().all(char::is_whitespace),
+    }
+}
+
 impl Check<'_> {
     fn fail(&self, field: &str, message: impl Into<String>) -> Error {
         Error::field(self.event_type, self.event_id, field, message)
     }
 
     fn text(&self, field: &str, value: &str) -> Result<()> {
-        // All whitespace (or nothing): stops at the first other character.
-        if value.chars().all(char::is_whitespace) {
+        if blank(value) {
             return Err(self.fail(field, "must not be empty"));
         }
         Ok(())
@@ -33,7 +42,7 @@ impl Check<'_> {
     /// out only for an error: job events name their devices by the
     /// hundred thousand.
     fn item_text(&self, list: &str, index: usize, value: &str) -> Result<()> {
-        if value.chars().all(char::is_whitespace) {
+        if blank(value) {
             return self.text(&format!("{list}[{index}]"), value);
         }
         Ok(())

@@ -58,9 +58,13 @@ impl Ge {
 
     /// From an exact rational quantity.
     pub fn from_rational(r: &Rational) -> Self {
-        let units = r.clone() * Rational::from_integer(UNIT);
-        match units.to_i64_pair() {
-            Some((n, 1)) => Self(Repr::Units(n)),
+        // In lowest terms: a whole number of units exactly when the
+        // denominator divides the unit.
+        match r.to_i64_pair() {
+            Some((n, d)) if UNIT % d == 0 => match n.checked_mul(UNIT / d) {
+                Some(units) => Self(Repr::Units(units)),
+                None => Self(Repr::Exact(r.clone())),
+            },
             _ => Self(Repr::Exact(r.clone())),
         }
     }

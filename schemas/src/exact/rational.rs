@@ -106,6 +106,20 @@ impl Rational {
         }
     }
 
+    /// `numer / denom` in lowest terms, or `None` when `denom` is zero.
+    pub fn from_i128_ratio(numer: i128, denom: i128) -> Option<Self> {
+        (denom != 0).then(|| Self::reduced(numer, denom))
+    }
+
+    /// The value as `(numerator, denominator)` in lowest terms, when both
+    /// fit in an `i128`.
+    pub fn to_i128_pair(&self) -> Option<(i128, i128)> {
+        match &self.0 {
+            Repr::Small(n, d) => Some((*n, *d)),
+            Repr::Big(_) => None,
+        }
+    }
+
     /// The largest integer not above this number, if it fits an `i128`.
     pub fn floor_i128(&self) -> Option<i128> {
         match &self.0 {

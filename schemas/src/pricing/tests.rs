@@ -272,3 +272,23 @@ fn statement_lines_are_named_as_the_contract_says() {
         ]
     );
 }
+
+proptest::proptest! {
+    /// The one-fraction form of the cost function gives exactly the value
+    /// of its three products, small parts or large.
+    #[test]
+    fn ge_amount_equals_the_product_of_its_parts(
+        slices in 0i64..64,
+        max_slices in 1i64..9,
+        micros in -1i64..i64::MAX,
+        rate_cents in 0i64..i64::MAX,
+        rate_scale in 0u32..7,
+    ) {
+        let ge = Rational::new(slices, max_slices).unwrap();
+        let rate = Rational::new(rate_cents, 10i64.pow(rate_scale)).unwrap();
+        let products = (ge.clone() * Rational::from_integer(micros) * rate.clone())
+            .checked_div(&Rational::from_integer(3_600_000_000))
+            .unwrap();
+        proptest::prop_assert_eq!(ge_amount(&ge, micros, &rate), products);
+    }
+}
