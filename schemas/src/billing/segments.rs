@@ -8,9 +8,10 @@
 //!
 //! Even remembered prices cost an addition per segment, and a month holds
 //! many. So each tenant also keeps a running total of its settled rows
-//! (closed by the end of the span asked for): a budget adds up only the
-//! rows that closed since it last asked, and prices the running ones
-//! afresh. The total holds while the generation and the span's start do.
+//! (closed by the end of the span asked for), with the list of rows not in
+//! it yet: a budget visits only the rows that closed since it last asked
+//! and the running ones, which it prices afresh. The total holds while the
+//! generation and the span's start do.
 
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
@@ -144,6 +145,9 @@ struct Settled {
     from: Timestamp,
     to: Timestamp,
     sums: Sums,
+    /// Places (in [`TenantRows::rows`]) of every row not counted in
+    /// `sums`: running, ended after `to`, or come since; each once.
+    uncounted: Vec<usize>,
 }
 
 /// Running totals are told apart by a number drawn once each.
@@ -156,11 +160,56 @@ fn next_epoch() -> u64 {
 /// gives key order), and its running total.
 #[derive(Debug, Default)]
 struct TenantRows {
-    rows: HashTable<Row>,
+    /// In the order they came; a row replaced keeps its place.
+    rows: Vec<Row>,
+    /// Places in `rows`, by [`hash_of`] their segment.
+    index: HashTable<usize>,
     settled: Mutex<Option<Settled>>,
 }
 
 impl TenantRows {
+    /// Takes in a row: it replaces the row of the same segment, unless that
+    /// one is closed and this one open.
+    fn insert(&mut self, segment: Arc<Segment>) {
+        let hash = hash_of(&segment);
+        let key = key_of(&segment);
+        let rows = &mut self.rows;
+        match self.index.find(hash, |&i| key_of(&rows[i].segment) == key) {
+            Some(&i) => {
+                let known = &mut rows[i];
+                if known.segment.end.is_some() && segment.end.is_none() {
+                    return;
+                }
+                // A closed row may be counted in the total; an open one
+                // is not, and its place is already listed as uncounted.
+                let counted = known.segment.end.is_some();
+                *known = Row::new(segment, hash);
+                if counted {
+                    self.forget_total();
+                }
+            }
+            None => {
+                let place = rows.len();
+                rows.push(Row::new(segment, hash));
+                self.index.insert_unique(hash, place, |&i| rows[i].hash);
+                if let Ok(Some(total)) = self.settled.get_mut() {
+                    total.uncounted.push(place);
+                }
+            }
+        }
+    }
+
+    /// Keeps only the rows `keep` says yes to.
+    fn retain(&mut self, mut keep: impl FnMut(&Segment) -> bool) {
+        self.rows.retain(|row| keep(&row.segment));
+        self.index.clear();
+        let rows = &self.rows;
+        for (place, row) in rows.iter().enumerate() {
+            self.index.insert_unique(row.hash, place, |&i| rows[i].hash);
+        }
+        self.forget_total();
+    }
+
     /// The rows in key order.
     fn sorted(&self) -> Vec<&Row> {
         let mut rows: Vec<&Row> = self.rows.iter().collect();
@@ -181,6 +230,7 @@ impl Clone for TenantRows {
     fn clone(&self) -> Self {
         Self {
             rows: self.rows.clone(),
+            index: self.index.clone(),
             settled: Mutex::new(None),
         }
     }
@@ -200,33 +250,13 @@ impl Segments {
             Some(tenant) => tenant,
             None => self.0.entry(segment.tenant.clone()).or_default(),
         };
-        let hash = hash_of(&segment);
-        let key = key_of(&segment);
-        match tenant
-            .rows
-            .find_mut(hash, |row| key_of(&row.segment) == key)
-        {
-            Some(known) if known.segment.end.is_some() && segment.end.is_none() => {}
-            Some(known) => {
-                let counted = known.segment.end.is_some();
-                *known = Row::new(segment, hash);
-                if counted {
-                    tenant.forget_total();
-                }
-            }
-            None => {
-                tenant
-                    .rows
-                    .insert_unique(hash, Row::new(segment, hash), |row| row.hash);
-            }
-        }
+        tenant.insert(segment);
     }
 
     /// Keeps only the segments `keep` says yes to.
     pub(super) fn retain(&mut self, mut keep: impl FnMut(&Segment) -> bool) {
         for tenant in self.0.values_mut() {
-            tenant.rows.retain(|row| keep(&row.segment));
-            tenant.forget_total();
+            tenant.retain(&mut keep);
         }
         self.0.retain(|_, tenant| !tenant.rows.is_empty());
     }
@@ -251,7 +281,8 @@ impl Segments {
 
     /// `tenant`'s sums over [from, to) as of `generation`: `add` adds one
     /// row's share to the sums it is given. A row that ended by `to` is
-    /// added to the tenant's running total once, the others every time.
+    /// added to the tenant's running total once, the others every time;
+    /// rows already in the total are not visited.
     pub(super) fn tenant_sums<E>(
         &self,
         tenant: &str,
@@ -279,17 +310,24 @@ impl Segments {
                 from,
                 to,
                 sums: Sums::default(),
+                uncounted: (0..tenant.rows.len()).collect(),
             },
         };
         let total = guard.insert(Settled { to, ..total });
-        for row in &tenant.rows {
+        let mut still = Vec::with_capacity(total.uncounted.len());
+        for &place in &total.uncounted {
+            let Some(row) = tenant.rows.get(place) else {
+                continue;
+            };
             if row.segment.end.is_none_or(|end| end > to) {
                 add(row, &mut running)?;
+                still.push(place);
             } else if row.counted_in.load(Ordering::Relaxed) != total.epoch {
                 add(row, &mut total.sums)?;
                 row.counted_in.store(total.epoch, Ordering::Relaxed);
             }
         }
+        total.uncounted = still;
         running.merge(&total.sums);
         Ok(running)
     }

@@ -308,6 +308,13 @@ impl Rational {
 
 /// `a/b + c/d` when every step fits; `b` and `d` are positive.
 fn add_small(a: i128, b: i128, c: i128, d: i128) -> Option<Rational> {
+    // Sums start from zero: the other side is already in lowest terms.
+    if a == 0 {
+        return Some(Rational(Repr::Small(c, d)));
+    }
+    if c == 0 {
+        return Some(Rational(Repr::Small(a, b)));
+    }
     if b == d {
         return Some(Rational::reduced(a.checked_add(c)?, b));
     }
