@@ -30,16 +30,25 @@ fn hash_of(key: &str) -> u64 {
     FxBuildHasher.hash_one(key)
 }
 
+impl<V> Entry<V> {
+    /// Whether this entry holds `key`, of hash `hash`: the whole hash,
+    /// beside the entry, is compared first, so a key on the heap is read
+    /// only where it is nearly sure to match.
+    fn is(&self, hash: u64, key: &str) -> bool {
+        self.hash == hash && *self.key == *key
+    }
+}
+
 impl<V> ByText<V> {
     pub(crate) fn get(&self, key: &str) -> Option<&V> {
-        self.0
-            .find(hash_of(key), |e| *e.key == *key)
-            .map(|e| &e.value)
+        let hash = hash_of(key);
+        self.0.find(hash, |e| e.is(hash, key)).map(|e| &e.value)
     }
 
     pub(crate) fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+        let hash = hash_of(key);
         self.0
-            .find_mut(hash_of(key), |e| *e.key == *key)
+            .find_mut(hash, |e| e.is(hash, key))
             .map(|e| &mut e.value)
     }
 
@@ -47,7 +56,7 @@ impl<V> ByText<V> {
     /// only then).
     pub(crate) fn get_or_insert_with(&mut self, key: &str, make: impl FnOnce() -> V) -> &mut V {
         let hash = hash_of(key);
-        let entry = self.0.entry(hash, |e| *e.key == *key, |e| e.hash);
+        let entry = self.0.entry(hash, |e| e.is(hash, key), |e| e.hash);
         let entry = entry.or_insert_with(|| Entry {
             hash,
             key: key.into(),
@@ -57,7 +66,8 @@ impl<V> ByText<V> {
     }
 
     pub(crate) fn remove(&mut self, key: &str) -> Option<V> {
-        let found = self.0.find_entry(hash_of(key), |e| *e.key == *key).ok()?;
+        let hash = hash_of(key);
+        let found = self.0.find_entry(hash, |e| e.is(hash, key)).ok()?;
         Some(found.remove().0.value)
     }
 
@@ -68,7 +78,7 @@ impl<V> ByText<V> {
     /// Sets `key`'s value, replacing the one it had.
     pub(crate) fn insert(&mut self, key: &str, value: V) {
         let hash = hash_of(key);
-        match self.0.find_mut(hash, |e| *e.key == *key) {
+        match self.0.find_mut(hash, |e| e.is(hash, key)) {
             Some(known) => known.value = value,
             None => self.insert_unique(hash, key, value),
         }

@@ -174,7 +174,9 @@ impl TenantRows {
         let hash = hash_of(&segment);
         let key = key_of(&segment);
         let rows = &mut self.rows;
-        match self.index.find(hash, |&i| key_of(&rows[i].segment) == key) {
+        // The kept hash first: a row's segment and texts lie elsewhere.
+        let same = |&i: &usize| rows[i].hash == hash && key_of(&rows[i].segment) == key;
+        match self.index.find(hash, same) {
             Some(&i) => {
                 let known = &mut rows[i];
                 if known.segment.end.is_some() && segment.end.is_none() {
