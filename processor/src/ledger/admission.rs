@@ -126,7 +126,9 @@ pub(crate) fn request(
 
     let Some(kind) = kind else {
         let decision = out.admission(r, AdmissionOutcome::Deny, None, reason, &entitled, &used);
-        records.decided.insert(&r.pool, &r.request_id, &decision);
+        records
+            .decided
+            .insert_new(&r.pool, &r.request_id, &decision);
         return Ok(());
     };
 
@@ -166,7 +168,9 @@ pub(crate) fn request(
             kind,
         );
     }
-    records.decided.insert(&r.pool, &r.request_id, &decision);
+    records
+        .decided
+        .insert_new(&r.pool, &r.request_id, &decision);
     pool.holds.insert(
         key,
         Hold {

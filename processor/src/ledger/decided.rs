@@ -43,12 +43,26 @@ impl Decided {
 
     /// Keeps `decision`, the answer to `request_id` in `pool`.
     pub(crate) fn insert(&mut self, pool: &str, request_id: &str, decision: &Arc<Event>) {
+        self.keep(pool, request_id, decision, false);
+    }
+
+    /// Keeps `decision`, the answer to `request_id` in `pool`, which was
+    /// not decided before (one probe fewer).
+    pub(crate) fn insert_new(&mut self, pool: &str, request_id: &str, decision: &Arc<Event>) {
+        self.keep(pool, request_id, decision, true);
+    }
+
+    fn keep(&mut self, pool: &str, request_id: &str, decision: &Arc<Event>, new: bool) {
         let kept = Kept::of(decision, &mut self.texts);
         let requests = match self.by_pool.get_mut(pool) {
             Some(requests) => requests,
             None => self.by_pool.entry(pool.to_owned()).or_default(),
         };
-        requests.insert(request_id, kept);
+        if new {
+            requests.insert_new(request_id, kept);
+        } else {
+            requests.insert(request_id, kept);
+        }
     }
 }
 

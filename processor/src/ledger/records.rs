@@ -38,12 +38,11 @@ impl Ended {
     }
 
     pub(crate) fn insert(&mut self, pool: &str, key: AttemptKey<'_>, tenant: String) {
-        if !self.0.contains_key(pool) {
-            self.0.insert(pool.to_owned(), ByAttempt::default());
-        }
-        if let Some(attempts) = self.0.get_mut(pool) {
-            attempts.insert(key, tenant);
-        }
+        let attempts = match self.0.get_mut(pool) {
+            Some(attempts) => attempts,
+            None => self.0.entry(pool.to_owned()).or_default(),
+        };
+        attempts.insert(key, tenant);
     }
 }
 
