@@ -7,7 +7,7 @@
 
 use crate::events::{HoldKind, PriceBook};
 use crate::exact::{Decimal, Rational};
-use crate::time::{MICROS_PER_SECOND, Timestamp};
+use crate::time::{MICROS_PER_HOUR, Timestamp};
 
 symbols! {
     /// The lines of a statement, in statement order (DESIGN §5).
@@ -243,12 +243,12 @@ pub fn ge_amount(ge: &Rational, micros: i64, rate: &Rational) -> Rational {
             .and_then(|n| n.checked_mul(rn))
         && let Some(denom) = gd
             .checked_mul(rd)
-            .and_then(|d| d.checked_mul(i128::from(3600 * MICROS_PER_SECOND)))
+            .and_then(|d| d.checked_mul(i128::from(MICROS_PER_HOUR)))
         && let Some(amount) = Rational::from_i128_ratio(numer, denom)
     {
         return amount;
     }
-    let per_hour = Rational::from_integer(3600 * MICROS_PER_SECOND);
+    let per_hour = Rational::from_integer(MICROS_PER_HOUR);
     (ge * &Rational::from_integer(micros) * rate.clone())
         .checked_div(&per_hour)
         .unwrap_or_else(Rational::zero)

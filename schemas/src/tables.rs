@@ -73,12 +73,10 @@ pub mod device_hourly {
     /// Table name.
     pub const TABLE: &str = "device_hourly";
 
-    const MICROS_PER_HOUR: i64 = 3_600_000_000;
-
     /// The start of the hour (µs) a sample taken at `time` (µs) is booked
     /// in: the hour of `time − 1 µs`.
     pub fn hour_of(time: i64) -> i64 {
-        (time - 1).div_euclid(MICROS_PER_HOUR) * MICROS_PER_HOUR
+        (time - 1).div_euclid(crate::time::MICROS_PER_HOUR) * crate::time::MICROS_PER_HOUR
     }
 
     /// The energy used between two readings of a GPU's counter; a counter

@@ -16,6 +16,9 @@ pub struct Timestamp(i64);
 /// Microseconds in one second.
 pub const MICROS_PER_SECOND: i64 = 1_000_000;
 
+/// Microseconds in one hour.
+pub const MICROS_PER_HOUR: i64 = 3600 * MICROS_PER_SECOND;
+
 impl Timestamp {
     /// From microseconds since the epoch.
     pub const fn from_micros(micros: i64) -> Self {

@@ -19,25 +19,11 @@ pub(crate) const ADMISSION: &str = "admission";
 /// The `event_id` of the `n`th decision (a `what`) caused by the event
 /// `cause`: the same on every replay.
 pub(crate) fn decision_id(cause: &str, n: usize, what: &str) -> String {
-    // Built by hand: one is made per decision, and the formatting
-    // machinery costs more than the copying.
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = n;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    let digits = std::str::from_utf8(&digits[at..]).unwrap_or_default();
-    let mut id = String::with_capacity(cause.len() + digits.len() + what.len() + 2);
+    // One is made per decision: sized once, and only the index formatted.
+    use std::fmt::Write;
+    let mut id = String::with_capacity(cause.len() + what.len() + 8);
     id.push_str(cause);
-    id.push('/');
-    id.push_str(digits);
-    id.push('/');
+    let _ = write!(id, "/{n}/");
     id.push_str(what);
     id
 }

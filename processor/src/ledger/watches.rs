@@ -127,7 +127,7 @@ impl<'de> Deserialize<'de> for Watches {
 }
 
 /// Microseconds in an hour.
-const MICROS_PER_HOUR: i128 = 3_600_000_000;
+const MICROS_PER_HOUR: i128 = gpuledger_schemas::time::MICROS_PER_HOUR as i128;
 
 /// A watch counts in integers of 10⁻¹² of a figure's unit (money or GPU
 /// hours), rounded so that it can only run out early, never late: rooms
@@ -149,7 +149,7 @@ fn scaled_down(r: &Rational) -> i128 {
 
 /// ⌈`r` × SCALE⌉.
 fn scaled_up(r: &Rational) -> i128 {
-    scaled_down(&(Rational::zero() - r.clone())).saturating_neg()
+    scaled_down(&-r.clone()).saturating_neg()
 }
 
 /// ⌈`a` × `b` / `c`⌉ for `a`, `b` ≥ 0 and `c` > 0, saturating.
@@ -224,11 +224,7 @@ struct StoredHeadroom {
 
 impl Serialize for Headroom {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let exact = |n: i128| {
-            Rational::from_i128(n)
-                .checked_div(&Rational::from_i128(SCALE))
-                .unwrap_or_default()
-        };
+        let exact = |n: i128| Rational::from_i128_ratio(n, SCALE).unwrap_or_default();
         StoredHeadroom {
             room: exact(self.room),
             per_ge_hour: exact(self.per_ge_hour),

@@ -35,7 +35,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::events::{JobState, UsageKind};
 use crate::exact::{Decimal, Rational};
 use crate::pricing::{PricingError, StatementLine, egress_amount, overhead_amount, storage_amount};
-use crate::time::Timestamp;
+use crate::time::{MICROS_PER_HOUR, Timestamp};
 
 use pool::{PoolFigures, Scope, TenantPoolFigures};
 
@@ -198,7 +198,7 @@ pub fn month_to_date(
     };
     let gpu_hours = f
         .ge_micros
-        .checked_div(&Rational::from_integer(3_600_000_000))
+        .checked_div(&Rational::from_integer(MICROS_PER_HOUR))
         .unwrap_or_default();
     Ok((spend, gpu_hours))
 }

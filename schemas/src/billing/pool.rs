@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::events::{HealthState, IdleDistribution, JobState, ReservationCharge};
 use crate::exact::Rational;
 use crate::pricing::{RateKind, StatementLine, ge_amount};
-use crate::time::Timestamp;
+use crate::time::{MICROS_PER_HOUR, Timestamp};
 
 use super::charges::{Charge, Charged};
 use super::facts::{Facts, PoolFacts, Segment, UseKind};
@@ -256,7 +256,7 @@ fn compute_line(kind: UseKind) -> StatementLine {
 /// GE × `micros` in GPU-hours.
 fn ge_hours(ge: &Rational, micros: i64) -> Rational {
     (ge.clone() * Rational::from_integer(micros))
-        .checked_div(&Rational::from_integer(3_600_000_000))
+        .checked_div(&Rational::from_integer(MICROS_PER_HOUR))
         .unwrap_or_default()
 }
 

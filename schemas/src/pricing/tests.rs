@@ -80,7 +80,7 @@ fn one_seventh_is_carried_exactly_and_rounded_once() {
     // 1/7 GE × 1 h × 1.00 = 1/7 = 0.142857… per segment. Three segments sum
     // exactly to 3/7 = 0.428571… → 0.43; rounding each first would give 0.42.
     let rate: Rational = "1.00".parse().unwrap();
-    let one = segment_amount(1, 7, 3600 * MICROS_PER_SECOND, &rate);
+    let one = segment_amount(1, 7, MICROS_PER_HOUR, &rate);
     assert_eq!(one.to_string(), "1/7");
     let sum: Rational = (0..3).map(|_| one.clone()).sum();
     assert_eq!(cents(&sum), "0.43");
