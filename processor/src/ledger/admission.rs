@@ -75,10 +75,10 @@ pub(crate) fn request(
     let known_tenant = pool
         .attempts
         .get(key)
-        .map(|a| &a.tenant)
+        .map(|a| a.tenant.as_str())
         .or_else(|| records.ended.get(&r.pool, key));
     if let Some(tenant) = known_tenant
-        && *tenant != r.tenant
+        && tenant != r.tenant
     {
         return Err(format!(
             "tenant {:?} differs from job {:?} attempt {}'s tenant {tenant:?}",

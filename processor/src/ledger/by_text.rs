@@ -1,7 +1,7 @@
-//! Hash maps keyed by text that keep each key's hash beside it. The
-//! ledger's largest maps (every event id applied, every admission request
-//! decided) only grow, and a growing table hashes every key again: with
-//! the hash at hand that is a read of the entry, not of the key's text
+//! Hash maps keyed by text that keep each key's hash beside it, for the
+//! live state, whose keys come and go (tables that only grow are
+//! [`super::text_ids`]). A growing table hashes every key again: with the
+//! hash at hand that is a read of the entry, not of the key's text
 //! wherever it lies on the heap.
 
 use std::hash::BuildHasher;
@@ -71,34 +71,6 @@ impl<V> ByText<V> {
         Some(found.remove().0.value)
     }
 
-    pub(crate) fn contains_key(&self, key: &str) -> bool {
-        self.get(key).is_some()
-    }
-
-    /// Sets `key`'s value, replacing the one it had.
-    pub(crate) fn insert(&mut self, key: &str, value: V) {
-        let hash = hash_of(key);
-        match self.0.find_mut(hash, |e| e.is(hash, key)) {
-            Some(known) => known.value = value,
-            None => self.insert_unique(hash, key, value),
-        }
-    }
-
-    /// Adds `key`, known not to be there yet (one probe fewer).
-    pub(crate) fn insert_new(&mut self, key: &str, value: V) {
-        debug_assert!(!self.contains_key(key), "{key} is there already");
-        self.insert_unique(hash_of(key), key, value);
-    }
-
-    fn insert_unique(&mut self, hash: u64, key: &str, value: V) {
-        let entry = Entry {
-            hash,
-            key: key.into(),
-            value,
-        };
-        self.0.insert_unique(hash, entry, |e| e.hash);
-    }
-
     /// Every key and value, in no order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
         self.0.iter().map(|e| (&*e.key, &e.value))
@@ -128,28 +100,27 @@ mod tests {
     fn keys_are_found_replaced_and_compared_whatever_the_order() {
         let mut a = ByText::default();
         for i in 0..1_000 {
-            a.insert_new(&format!("id-{i}"), i);
+            *a.get_or_insert_with(&format!("id-{i}"), || 0) = i;
         }
-        a.insert("id-7", 70);
+        *a.get_mut("id-7").unwrap() = 70;
         assert_eq!(a.len(), 1_000);
         assert_eq!(a.get("id-7"), Some(&70));
         assert_eq!(a.get("id-999"), Some(&999));
-        assert!(!a.contains_key("id-1000"));
+        assert_eq!(a.get("id-1000"), None);
 
         let mut b = ByText::default();
         for i in (0..1_000).rev() {
-            b.insert(&format!("id-{i}"), if i == 7 { 70 } else { i });
+            b.get_or_insert_with(&format!("id-{i}"), || if i == 7 { 70 } else { i });
         }
         assert_eq!(a, b);
-        b.insert("id-8", 0);
+        *b.get_mut("id-8").unwrap() = 0;
         assert_ne!(a, b);
 
         *b.get_or_insert_with("id-8", || 1) += 8;
         *b.get_or_insert_with("new", || 1) += 1;
         assert_eq!(b.get("id-8"), Some(&8));
         assert_eq!(b.get("new"), Some(&2));
-        *b.get_mut("new").unwrap() = 3;
-        assert_eq!(b.remove("new"), Some(3));
+        assert_eq!(b.remove("new"), Some(2));
         assert_eq!(b.remove("new"), None);
         assert_eq!(b.len(), 1_000);
         assert_eq!(b.values().copied().max(), Some(999));

@@ -1,9 +1,11 @@
 //! Decided admission requests, kept for ever so that a retried request
 //! gets its original decision back (DESIGN §4). One is kept per admission
-//! request the ledger ever saw, so each is kept small: only what its key
-//! (pool, request_id) and the event's fixed parts do not already say, with
-//! the texts that repeat (tenant, cluster, reason) shared. A retry, which
-//! is rare, rebuilds the decision event field for field.
+//! request the ledger ever saw, so each is kept small and flat: only what
+//! its key (pool, request_id) and the event's fixed parts do not already
+//! say, in one row of a table with no heap allocation of its own. Texts
+//! that repeat (cluster, tenant, reason) are numbered once; the job and
+//! cause ids are stored end to end. A retry, which is rare, rebuilds the
+//! decision event field for field.
 //!
 //! A decision whose envelope does not follow the form the state machine
 //! gives its own decisions (a snapshot from another build) is kept whole.
@@ -11,34 +13,55 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rustc_hash::FxHashSet;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use gpuledger_schemas::events::{AdmissionDecision, AdmissionOutcome, HoldKind};
 use gpuledger_schemas::{Envelope, Event, EventBody, Rational, Timestamp};
 
-use super::by_text::ByText;
 use super::decide::{self, SOURCE};
+use super::text_ids::{TextId, TextIds, TextList};
 
 /// Decided admission requests by pool, then request_id. A snapshot stores
 /// a list of ((pool, request_id), decision event) pairs.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Decided {
-    by_pool: BTreeMap<String, ByText<Kept>>,
-    texts: Texts,
+    by_pool: BTreeMap<String, PoolDecided>,
+    /// Cluster, tenant and reason texts, numbered once for every pool.
+    texts: TextIds,
+    /// Job and cause event ids, one after another.
+    ids: TextList,
+}
+
+/// One pool's decided requests: request ids numbered in the order first
+/// decided, and each one's decision at its number.
+#[derive(Debug, Clone, Default)]
+struct PoolDecided {
+    requests: TextIds,
+    kept: Vec<Kept>,
 }
 
 impl PartialEq for Decided {
+    /// Equal when they give the same decision for every request.
     fn eq(&self, other: &Self) -> bool {
-        self.by_pool == other.by_pool
+        self.by_pool.len() == other.by_pool.len()
+            && self.by_pool.iter().all(|(pool, requests)| {
+                other.by_pool.get(pool).is_some_and(|theirs| {
+                    theirs.kept.len() == requests.kept.len()
+                        && requests
+                            .requests
+                            .iter()
+                            .all(|(_, id)| other.get(pool, id) == self.get(pool, id))
+                })
+            })
     }
 }
 
 impl Decided {
     /// The decision of `request_id` in `pool`, if it was decided.
     pub(crate) fn get(&self, pool: &str, request_id: &str) -> Option<Arc<Event>> {
-        let kept = self.by_pool.get(pool)?.get(request_id)?;
-        Some(kept.event(pool, request_id))
+        let requests = self.by_pool.get(pool)?;
+        let id = requests.requests.find(request_id)?;
+        Some(self.event(&requests.kept[id as usize], pool, request_id))
     }
 
     /// Keeps `decision`, the answer to `request_id` in `pool`.
@@ -53,51 +76,91 @@ impl Decided {
     }
 
     fn keep(&mut self, pool: &str, request_id: &str, decision: &Arc<Event>, new: bool) {
-        let kept = Kept::of(decision, &mut self.texts);
+        let kept = Kept::of(decision, &mut self.texts, &mut self.ids);
         let requests = match self.by_pool.get_mut(pool) {
             Some(requests) => requests,
             None => self.by_pool.entry(pool.to_owned()).or_default(),
         };
-        if new {
-            requests.insert_new(request_id, kept);
+        let id = if new {
+            requests.requests.insert_new(request_id)
         } else {
-            requests.insert(request_id, kept);
+            requests.requests.intern(request_id)
+        } as usize;
+        if id == requests.kept.len() {
+            requests.kept.push(kept);
+        } else {
+            requests.kept[id] = kept;
         }
+    }
+
+    /// The decision event `kept` stands for, as it was made.
+    fn event(&self, kept: &Kept, pool: &str, request_id: &str) -> Arc<Event> {
+        let c = match kept {
+            Kept::Whole(event) => return Arc::clone(event),
+            Kept::Compact(c) => c,
+        };
+        let cause_event_id = self.ids.get(c.cause_event_id);
+        let envelope = Envelope {
+            event_id: decide::decision_id(cause_event_id, c.index as usize, decide::ADMISSION),
+            event_time: c.event_time,
+            source: SOURCE.to_owned(),
+            cluster: self.texts.get(c.cluster).to_owned(),
+        };
+        let body = AdmissionDecision {
+            pool: pool.to_owned(),
+            request_id: request_id.to_owned(),
+            job_id: self.ids.get(c.job_id).to_owned(),
+            attempt: c.attempt,
+            tenant: self.texts.get(c.tenant).to_owned(),
+            slices: c.slices,
+            max_slices: c.max_slices,
+            decision: c.decision,
+            kind: c.kind,
+            reason: self.texts.get(c.reason).to_owned(),
+            entitled_ge: c.entitled_ge.clone(),
+            used_ge: c.used_ge.clone(),
+            ledger_partition: c.ledger_partition,
+            ledger_offset: c.ledger_offset,
+            cause_event_id: cause_event_id.to_owned(),
+        };
+        Arc::new(Event::new(envelope, body))
     }
 }
 
 /// One decision as kept.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 enum Kept {
-    Compact(Box<Compact>),
+    Compact(Compact),
     /// Not in the state machine's own form: the event itself.
     Whole(Arc<Event>),
 }
 
 /// An admission decision without its pool, request_id, source and id
-/// (`{cause_event_id}/{index}/admission`).
-#[derive(Debug, Clone, PartialEq)]
+/// (`{cause_event_id}/{index}/admission`); its texts by number.
+#[derive(Debug, Clone)]
 struct Compact {
     index: u32,
     event_time: Timestamp,
-    cluster: Arc<str>,
-    job_id: Box<str>,
+    /// In `Decided::texts`.
+    cluster: TextId,
+    tenant: TextId,
+    reason: TextId,
+    /// In `Decided::ids`.
+    job_id: TextId,
+    cause_event_id: TextId,
     attempt: i32,
-    tenant: Arc<str>,
     slices: i32,
     max_slices: i32,
     decision: AdmissionOutcome,
     kind: Option<HoldKind>,
-    reason: Arc<str>,
     entitled_ge: Rational,
     used_ge: Rational,
     ledger_partition: i32,
     ledger_offset: i64,
-    cause_event_id: Box<str>,
 }
 
 impl Kept {
-    fn of(event: &Arc<Event>, texts: &mut Texts) -> Kept {
+    fn of(event: &Arc<Event>, texts: &mut TextIds, ids: &mut TextList) -> Kept {
         let EventBody::AdmissionDecision(d) = &event.body else {
             return Kept::Whole(Arc::clone(event));
         };
@@ -112,56 +175,24 @@ impl Kept {
         let Some(index) = index.filter(|_| envelope.source == SOURCE) else {
             return Kept::Whole(Arc::clone(event));
         };
-        Kept::Compact(Box::new(Compact {
+        Kept::Compact(Compact {
             index,
             event_time: envelope.event_time,
-            cluster: texts.share(&envelope.cluster),
-            job_id: d.job_id.as_str().into(),
+            cluster: texts.intern(&envelope.cluster),
+            tenant: texts.intern(&d.tenant),
+            reason: texts.intern(&d.reason),
+            job_id: ids.push(&d.job_id),
+            cause_event_id: ids.push(&d.cause_event_id),
             attempt: d.attempt,
-            tenant: texts.share(&d.tenant),
             slices: d.slices,
             max_slices: d.max_slices,
             decision: d.decision,
             kind: d.kind,
-            reason: texts.share(&d.reason),
             entitled_ge: d.entitled_ge.clone(),
             used_ge: d.used_ge.clone(),
             ledger_partition: d.ledger_partition,
             ledger_offset: d.ledger_offset,
-            cause_event_id: d.cause_event_id.as_str().into(),
-        }))
-    }
-
-    /// The decision event, as it was made.
-    fn event(&self, pool: &str, request_id: &str) -> Arc<Event> {
-        let c = match self {
-            Kept::Whole(event) => return Arc::clone(event),
-            Kept::Compact(c) => c,
-        };
-        let envelope = Envelope {
-            event_id: decide::decision_id(&c.cause_event_id, c.index as usize, decide::ADMISSION),
-            event_time: c.event_time,
-            source: SOURCE.to_owned(),
-            cluster: c.cluster.to_string(),
-        };
-        let body = AdmissionDecision {
-            pool: pool.to_owned(),
-            request_id: request_id.to_owned(),
-            job_id: c.job_id.to_string(),
-            attempt: c.attempt,
-            tenant: c.tenant.to_string(),
-            slices: c.slices,
-            max_slices: c.max_slices,
-            decision: c.decision,
-            kind: c.kind,
-            reason: c.reason.to_string(),
-            entitled_ge: c.entitled_ge.clone(),
-            used_ge: c.used_ge.clone(),
-            ledger_partition: c.ledger_partition,
-            ledger_offset: c.ledger_offset,
-            cause_event_id: c.cause_event_id.to_string(),
-        };
-        Arc::new(Event::new(envelope, body))
+        })
     }
 }
 
@@ -173,29 +204,15 @@ fn canonical_index(text: &str) -> Option<u32> {
     text.parse().ok().filter(|_| canonical)
 }
 
-/// Texts that repeat across decisions, each stored once.
-#[derive(Debug, Clone, Default)]
-struct Texts(FxHashSet<Arc<str>>);
-
-impl Texts {
-    fn share(&mut self, text: &str) -> Arc<str> {
-        if let Some(known) = self.0.get(text) {
-            return Arc::clone(known);
-        }
-        let shared: Arc<str> = text.into();
-        self.0.insert(Arc::clone(&shared));
-        shared
-    }
-}
-
 impl Serialize for Decided {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(self.by_pool.iter().flat_map(|(pool, requests)| {
-            let mut sorted: Vec<_> = requests.iter().collect();
-            sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            sorted
-                .into_iter()
-                .map(move |(id, kept)| ((pool, id), Written(kept.event(pool, id))))
+            let mut sorted: Vec<_> = requests.requests.iter().collect();
+            sorted.sort_unstable_by(|a, b| a.1.cmp(b.1));
+            sorted.into_iter().map(move |(n, id)| {
+                let kept = &requests.kept[n as usize];
+                ((pool, id), Written(self.event(kept, pool, id)))
+            })
         }))
     }
 }
@@ -245,7 +262,8 @@ mod tests {
             let original = decision(id, source);
             let mut decided = Decided::default();
             decided.insert("p", "r1", &original);
-            let kept = decided.by_pool["p"].get("r1").unwrap();
+            let requests = &decided.by_pool["p"];
+            let kept = &requests.kept[requests.requests.find("r1").unwrap() as usize];
             assert_eq!(
                 matches!(kept, Kept::Compact(_)),
                 compact,
@@ -259,5 +277,32 @@ mod tests {
             assert_eq!(back, decided);
             assert_eq!(back.get("p", "r1").as_deref(), Some(&*original));
         }
+    }
+
+    #[test]
+    fn a_decision_kept_again_replaces_the_first_and_order_does_not_matter() {
+        // The same decision, answering r1 and then r2, and a later one.
+        let of = |request: &str, offset: &str| {
+            let text = serde_json::to_string(&*decision("e-42/0/admission", SOURCE)).unwrap();
+            let text = text.replace(r#""r1""#, &format!("{request:?}"));
+            Arc::new(Event::from_json_str(&text.replace(":42,", &format!(":{offset},"))).unwrap())
+        };
+        let (r1, r2, r1_again) = (of("r1", "42"), of("r2", "42"), of("r1", "43"));
+        let mut a = Decided::default();
+        a.insert_new("p", "r1", &r1);
+        a.insert_new("p", "r2", &r2);
+        a.insert("p", "r1", &r1_again);
+        assert_eq!(a.get("p", "r1").as_deref(), Some(&*r1_again));
+        assert_eq!(a.get("p", "r2").as_deref(), Some(&*r2));
+
+        let mut b = Decided::default();
+        b.insert("p", "r2", &r2);
+        b.insert("p", "r1", &r1_again);
+        assert_eq!(a, b);
+        b.insert("p", "r1", &r1);
+        assert_ne!(a, b);
+        b.insert("p", "r1", &r1_again);
+        b.insert("q", "r1", &r1);
+        assert_ne!(a, b);
     }
 }

@@ -29,9 +29,9 @@ pub(crate) fn apply(
         Some(_) => None,
         None => records.ended.get(&e.pool, key),
     };
-    let known_tenant = live.map(|a| &a.tenant).or(ended_tenant);
+    let known_tenant = live.map(|a| a.tenant.as_str()).or(ended_tenant);
     if let Some(tenant) = known_tenant
-        && *tenant != e.tenant
+        && tenant != e.tenant
     {
         return Err(format!(
             "tenant {:?} differs from {label}'s tenant {tenant:?}",
@@ -167,9 +167,7 @@ pub(crate) fn apply(
 /// its tenant is kept to reject what comes after its end. Nothing may fail
 /// after this.
 fn end(pool: &mut super::Pool, key: AttemptKey<'_>, e: &JobEvent, records: &mut Records) {
-    let tenant = pool
-        .attempts
-        .remove(key)
-        .map_or_else(|| e.tenant.clone(), |a| a.tenant);
+    let attempt = pool.attempts.remove(key);
+    let tenant = attempt.as_ref().map_or(e.tenant.as_str(), |a| &a.tenant);
     records.ended.insert(&e.pool, key, tenant);
 }

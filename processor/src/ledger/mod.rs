@@ -20,6 +20,7 @@ mod jobs;
 mod records;
 mod reservations;
 mod segments;
+mod text_ids;
 mod timers;
 mod views;
 mod watches;
@@ -43,7 +44,6 @@ pub use ge::Ge;
 pub use views::{TenantInPool, Window};
 
 use by_attempt::ByAttempt;
-use by_text::ByText;
 use capacity::PoolInventory;
 use decide::Cause;
 use holds::Holds;
@@ -531,23 +531,30 @@ impl Pool {
 
 /// Every `event_id` applied. Asked once per event, so hashed; a snapshot
 /// stores the ids sorted, so the same state always writes the same text.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct AppliedIds(ByText<()>);
+#[derive(Debug, Clone, Default)]
+struct AppliedIds(text_ids::TextIds);
 
 impl AppliedIds {
     fn contains(&self, id: &str) -> bool {
-        self.0.contains_key(id)
+        self.0.find(id).is_some()
     }
 
     /// Adds `id`, which is not there yet.
     fn insert(&mut self, id: &str) {
-        self.0.insert_new(id, ());
+        self.0.insert_new(id);
+    }
+}
+
+impl PartialEq for AppliedIds {
+    /// The same ids, in whatever order they were applied.
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len() && self.0.iter().all(|(_, id)| other.contains(id))
     }
 }
 
 impl Serialize for AppliedIds {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut ids: Vec<&str> = self.0.iter().map(|(id, ())| id).collect();
+        let mut ids: Vec<&str> = self.0.iter().map(|(_, id)| id).collect();
         ids.sort_unstable();
         s.collect_seq(ids)
     }
@@ -555,9 +562,9 @@ impl Serialize for AppliedIds {
 
 impl<'de> Deserialize<'de> for AppliedIds {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let mut ids = ByText::default();
+        let mut ids = text_ids::TextIds::default();
         for id in Vec::<String>::deserialize(d)? {
-            ids.insert(&id, ());
+            ids.intern(&id);
         }
         Ok(Self(ids))
     }
