@@ -75,7 +75,7 @@ pub(crate) fn request(
     let known_tenant = pool
         .attempts
         .get(key)
-        .map(|a| a.tenant.as_str())
+        .map(|a| &*a.tenant)
         .or_else(|| records.ended.get(&r.pool, key));
     if let Some(tenant) = known_tenant
         && tenant != r.tenant

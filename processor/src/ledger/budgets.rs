@@ -262,13 +262,13 @@ fn watch_of(
     let running: Ge = pool
         .attempts
         .values()
-        .filter(|a| a.tenant == tenant)
+        .filter(|a| *a.tenant == *tenant)
         .filter_map(|a| a.segment.as_ref().map(|s| s.ge.clone()))
         .sum();
     let on_failed: Ge = pool
         .attempts
         .values()
-        .filter(|a| a.tenant == tenant)
+        .filter(|a| *a.tenant == *tenant)
         .filter(|a| a.devices.iter().any(|d| pool.inventory.may_be_failed(d)))
         .filter_map(|a| a.segment.as_ref().map(|s| s.ge.clone()))
         .sum();

@@ -6,6 +6,8 @@
 //! particular order, so nothing that decides may depend on it: the
 //! snapshot form is in (job, attempt) order.
 
+use std::sync::Arc;
+
 use super::by_text::ByText;
 
 use serde::de::DeserializeOwned;
@@ -40,6 +42,13 @@ impl<V> ByAttempt<V> {
         let attempts = self.0.get(job)?;
         let i = find(attempts, attempt).ok()?;
         Some(&attempts[i].1)
+    }
+
+    /// The value of `(job, attempt)`, with the job's id as stored.
+    pub(crate) fn get_with_job(&self, (job, attempt): AttemptKey<'_>) -> Option<(&Arc<str>, &V)> {
+        let (job, attempts) = self.0.get_key_value(job)?;
+        let i = find(attempts, attempt).ok()?;
+        Some((job, &attempts[i].1))
     }
 
     pub(crate) fn get_mut(&mut self, (job, attempt): AttemptKey<'_>) -> Option<&mut V> {

@@ -5,6 +5,7 @@
 //! wherever it lies on the heap.
 
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
@@ -16,7 +17,9 @@ pub(crate) struct ByText<V>(HashTable<Entry<V>>);
 #[derive(Debug, Clone)]
 struct Entry<V> {
     hash: u64,
-    key: Box<str>,
+    /// Shared: a key often names something the state reports (a job, a
+    /// device), and its reports share the key's text.
+    key: Arc<str>,
     value: V,
 }
 
@@ -43,6 +46,14 @@ impl<V> ByText<V> {
     pub(crate) fn get(&self, key: &str) -> Option<&V> {
         let hash = hash_of(key);
         self.0.find(hash, |e| e.is(hash, key)).map(|e| &e.value)
+    }
+
+    /// `key`'s value, with the key as stored.
+    pub(crate) fn get_key_value(&self, key: &str) -> Option<(&Arc<str>, &V)> {
+        let hash = hash_of(key);
+        self.0
+            .find(hash, |e| e.is(hash, key))
+            .map(|e| (&e.key, &e.value))
     }
 
     pub(crate) fn get_mut(&mut self, key: &str) -> Option<&mut V> {

@@ -1,6 +1,7 @@
 //! A pool's devices and their health, and the capacity they give.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::events::{DeviceHealth, HealthState, InventoryDevice, NodeInventory};
@@ -18,11 +19,12 @@ pub(crate) struct PoolInventory {
     nodes: BTreeMap<String, (Timestamp, Vec<InventoryDevice>)>,
     /// device or parent GPU uuid → (as of, state).
     health: BTreeMap<String, (Timestamp, HealthState)>,
-    model: Option<String>,
+    /// Shared with the pool's billing segments.
+    model: Option<Arc<str>>,
     /// Device uuid → each node listing it, in name order, with the
-    /// device's place in that node's list. Asked on every attempt start,
-    /// so hashed.
-    index: ByText<Vec<(String, usize)>>,
+    /// device as that node lists it. Asked on every attempt start, so
+    /// hashed; the attempts share its uuid texts.
+    index: ByText<Vec<(String, InventoryDevice)>>,
     /// Σ GE of devices whose health is not `failed`.
     capacity: Ge,
 }
@@ -32,14 +34,14 @@ pub(crate) struct PoolInventory {
 struct StoredRef<'a> {
     nodes: &'a BTreeMap<String, (Timestamp, Vec<InventoryDevice>)>,
     health: &'a BTreeMap<String, (Timestamp, HealthState)>,
-    model: &'a Option<String>,
+    model: &'a Option<Arc<str>>,
 }
 
 #[derive(Deserialize)]
 struct Stored {
     nodes: BTreeMap<String, (Timestamp, Vec<InventoryDevice>)>,
     health: BTreeMap<String, (Timestamp, HealthState)>,
-    model: Option<String>,
+    model: Option<Arc<str>>,
 }
 
 impl Serialize for PoolInventory {
@@ -77,7 +79,7 @@ impl PoolInventory {
     /// is history, not state: it is accepted and changes nothing.
     pub(crate) fn replace_node(&mut self, e: &NodeInventory, at: Timestamp) -> Result<(), String> {
         if let Some(model) = &self.model
-            && let Some(other) = e.devices.iter().find(|d| &d.model != model)
+            && let Some(other) = e.devices.iter().find(|d| *d.model != **model)
         {
             return Err(format!(
                 "pool {:?} holds {model:?}; device {} of node {} is {:?} (a pool holds one GPU model)",
@@ -87,8 +89,10 @@ impl PoolInventory {
         if self.nodes.get(&e.node).is_some_and(|(held, _)| *held > at) {
             return Ok(());
         }
-        if let Some(first) = e.devices.first() {
-            self.model = Some(first.model.clone());
+        if let Some(first) = e.devices.first()
+            && self.model.as_deref() != Some(first.model.as_str())
+        {
+            self.model = Some(first.model.as_str().into());
         }
         self.index_node(&e.node, false);
         self.nodes.insert(e.node.clone(), (at, e.devices.clone()));
@@ -102,13 +106,13 @@ impl PoolInventory {
         let Some((_, devices)) = self.nodes.get(node) else {
             return;
         };
-        for (place, d) in devices.iter().enumerate() {
+        for d in devices {
             let uuid = d.device_uuid.as_str();
             if add {
                 let places = self.index.get_or_insert_with(uuid, Vec::new);
                 // The first of a uuid listed twice in one node wins.
                 if let Err(at) = places.binary_search_by(|(n, _)| n.as_str().cmp(node)) {
-                    places.insert(at, (node.to_owned(), place));
+                    places.insert(at, (node.to_owned(), d.clone()));
                 }
             } else if let Some(places) = self.index.get_mut(uuid) {
                 places.retain(|(n, _)| n != node);
@@ -159,15 +163,22 @@ impl PoolInventory {
             .sum()
     }
 
-    /// The pool's GPU model, once an inventory named one.
-    pub(crate) fn model(&self) -> Option<&str> {
-        self.model.as_deref()
+    /// The pool's GPU model as the segments share it ("" before any
+    /// inventory named one).
+    pub(crate) fn shared_model(&self) -> Arc<str> {
+        self.model.clone().unwrap_or_default()
     }
 
     /// A device of the current inventory.
     pub(crate) fn device(&self, uuid: &str) -> Option<&InventoryDevice> {
         // The first node, in name order, that lists it.
-        let (node, place) = self.index.get(uuid)?.first()?;
-        self.nodes.get(node)?.1.get(*place)
+        self.index.get(uuid)?.first().map(|(_, d)| d)
+    }
+
+    /// `uuid` as the inventory's index holds it, if it lists the device.
+    pub(crate) fn shared_uuid(&self, uuid: &str) -> Option<Arc<str>> {
+        self.index
+            .get_key_value(uuid)
+            .map(|(key, _)| Arc::clone(key))
     }
 }

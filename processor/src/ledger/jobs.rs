@@ -1,8 +1,6 @@
 //! Job lifecycle: `started` turns a hold into running use (or records
 //! unadmitted use); a terminal event releases it.
 
-use std::collections::BTreeSet;
-
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::events::{Enforcement, JobEvent, JobState};
 
@@ -29,7 +27,7 @@ pub(crate) fn apply(
         Some(_) => None,
         None => records.ended.get(&e.pool, key),
     };
-    let known_tenant = live.map(|a| a.tenant.as_str()).or(ended_tenant);
+    let known_tenant = live.map(|a| &*a.tenant).or(ended_tenant);
     if let Some(tenant) = known_tenant
         && tenant != e.tenant
     {
@@ -70,24 +68,20 @@ pub(crate) fn apply(
         JobState::Started if phase == Some(AttemptPhase::Running) => {
             // Another node of a multi-node job: its devices join from its
             // start on; the attempt keeps its first start.
-            let devices: BTreeSet<String> = named.cloned().collect();
+            let devices = segments::device_list(pool, named);
             let kind = pool
                 .attempts
                 .get(key)
                 .and_then(|a| a.segment.as_ref())
                 .map(|s| s.kind);
             match kind {
-                Some(kind) => segments::split(&e.pool, pool, key, kind, at, devices, out),
-                None => {
-                    if let Some(attempt) = pool.attempts.get_mut(key) {
-                        attempt.devices.extend(devices);
-                    }
-                }
+                Some(kind) => segments::split(pool, key, kind, at, &devices, out),
+                None => segments::join(pool, key, &devices),
             }
         }
         JobState::Started => {
             // Running now: the hold no longer expires.
-            let devices: BTreeSet<String> = named.cloned().collect();
+            let devices = segments::device_list(pool, named);
             let admitted = pool
                 .holds
                 .start(key)
@@ -133,7 +127,7 @@ pub(crate) fn apply(
             let (kind, ge) = admitted
                 .or(unadmitted_ge.map(|ge| (UseKind::Unadmitted, ge)))
                 .unwrap_or((UseKind::Unadmitted, Ge::zero()));
-            segments::open(&e.pool, pool, key, kind, ge, at, out);
+            segments::open(pool, key, kind, ge, at, out);
         }
         JobState::Cancelled if phase != Some(AttemptPhase::Running) => {
             // Cancelled before it started: just release the hold.
@@ -156,7 +150,7 @@ pub(crate) fn apply(
                 ));
             }
             pool.holds.remove(key);
-            segments::close(&e.pool, pool, key, &segments::Ending { at, event: e }, out);
+            segments::close(pool, key, &segments::Ending { at, event: e }, out);
             end(pool, key, e, records);
         }
     }

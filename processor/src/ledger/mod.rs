@@ -120,10 +120,13 @@ pub(crate) enum AttemptPhase {
 /// One attempt of one job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Attempt {
-    pub(crate) tenant: String,
+    /// Shared with the attempt's billing segments.
+    pub(crate) tenant: Arc<str>,
     pub(crate) phase: AttemptPhase,
     pub(crate) started_at: Option<Timestamp>,
-    pub(crate) devices: BTreeSet<String>,
+    /// Sorted, each once ([`segments::device_list`]); shared with the
+    /// attempt's billing segments.
+    pub(crate) devices: Arc<[Arc<str>]>,
     /// GE of unadmitted use (an admitted attempt's GE is its hold's).
     pub(crate) unadmitted_ge: Option<Ge>,
     /// The billing segment running now, while the attempt runs.
@@ -143,10 +146,10 @@ impl Attempt {
     /// A new attempt, not yet started.
     pub(crate) fn new(tenant: &str) -> Self {
         Self {
-            tenant: tenant.to_owned(),
+            tenant: tenant.into(),
             phase: AttemptPhase::Submitted,
             started_at: None,
-            devices: BTreeSet::new(),
+            devices: Arc::new([]),
             unadmitted_ge: None,
             segment: None,
         }
@@ -186,6 +189,10 @@ impl Reservation {
 /// The state of one pool.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Pool {
+    /// The pool's name (its key among the ledger's pools), shared with its
+    /// billing segments; not stored in a snapshot.
+    #[serde(skip)]
+    pub(crate) name: Arc<str>,
     pub(crate) inventory: PoolInventory,
     pub(crate) policies: BTreeMap<String, TenantPolicy>,
     pub(crate) reservations: BTreeMap<String, Reservation>,
@@ -200,6 +207,7 @@ pub(crate) struct Pool {
 pub struct Ledger {
     config: LedgerConfig,
     now: Option<Timestamp>,
+    #[serde(deserialize_with = "named_pools")]
     pools: BTreeMap<String, Pool>,
     next_admission_seq: u64,
     /// Every `event_id` applied (kept out of the copy an event is tried on).
@@ -365,7 +373,10 @@ impl Ledger {
             EventBody::NodeInventory(e) => match self.pools.get_mut(&e.pool) {
                 Some(pool) => pool.inventory.replace_node(e, at)?,
                 None => {
-                    let mut pool = Pool::default();
+                    let mut pool = Pool {
+                        name: e.pool.as_str().into(),
+                        ..Pool::default()
+                    };
                     pool.inventory.replace_node(e, at)?;
                     self.pools.insert(e.pool.clone(), pool);
                 }
@@ -480,6 +491,15 @@ impl Ledger {
         self.next_admission_seq += 1;
         self.next_admission_seq
     }
+}
+
+/// Reads a snapshot's pools, each told its name.
+fn named_pools<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Pool>, D::Error> {
+    let mut pools = BTreeMap::<String, Pool>::deserialize(d)?;
+    for (name, pool) in &mut pools {
+        pool.name = name.as_str().into();
+    }
+    Ok(pools)
 }
 
 /// The pool named `name` among `pools`, or why there is none.

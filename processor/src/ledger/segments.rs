@@ -3,7 +3,7 @@
 //! when it opens (no `end`) and when it closes (with `end`, and on the
 //! attempt's last segment its final state and work units).
 
-use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::billing::{Segment, UseKind};
@@ -20,25 +20,24 @@ pub(crate) struct Ending<'a> {
 }
 
 fn row(
-    pool_name: &str,
     pool: &Pool,
     key: AttemptKey<'_>,
     segment: &OpenSegment,
     end: Option<Timestamp>,
     ending: Option<&Ending<'_>>,
 ) -> Option<Segment> {
-    let attempt = pool.attempts.get(key)?;
+    let (job_id, attempt) = pool.attempts.get_with_job(key)?;
     let (slices, max_slices) = segment.ge.to_rational().to_i64_pair()?;
     Some(Segment {
-        pool: pool_name.to_owned(),
-        tenant: attempt.tenant.clone(),
-        job_id: key.0.to_owned(),
+        pool: Arc::clone(&pool.name),
+        tenant: Arc::clone(&attempt.tenant),
+        job_id: Arc::clone(job_id),
         attempt: key.1,
         kind: segment.kind,
         slices,
         max_slices,
-        model: pool.inventory.model().unwrap_or_default().to_owned(),
-        devices: attempt.devices.iter().cloned().collect(),
+        model: pool.inventory.shared_model(),
+        devices: Arc::clone(&attempt.devices),
         start: segment.start,
         end,
         final_state: ending.map(|e| e.event.state),
@@ -47,9 +46,34 @@ fn row(
     })
 }
 
+/// `devices` as an attempt holds them: sorted, each once, and sharing the
+/// inventory's text where the pool lists the device.
+pub(crate) fn device_list<'a>(
+    pool: &Pool,
+    devices: impl Iterator<Item = &'a String>,
+) -> Arc<[Arc<str>]> {
+    let mut list: Vec<Arc<str>> = devices
+        .map(|d| {
+            pool.inventory
+                .shared_uuid(d)
+                .unwrap_or_else(|| d.as_str().into())
+        })
+        .collect();
+    list.sort_unstable();
+    list.dedup();
+    list.into()
+}
+
+/// Every device of `a` and of `b`, sorted, each once.
+fn union(a: &[Arc<str>], b: &[Arc<str>]) -> Arc<[Arc<str>]> {
+    let mut list: Vec<Arc<str>> = a.iter().chain(b).cloned().collect();
+    list.sort_unstable();
+    list.dedup();
+    list.into()
+}
+
 /// Opens the attempt's first segment at `at`.
 pub(crate) fn open(
-    pool_name: &str,
     pool: &mut Pool,
     key: AttemptKey<'_>,
     kind: UseKind,
@@ -62,7 +86,7 @@ pub(crate) fn open(
         kind,
         ge,
     };
-    if let Some(r) = row(pool_name, pool, key, &segment, None, None) {
+    if let Some(r) = row(pool, key, &segment, None, None) {
         out.segment(r);
     }
     if let Some(attempt) = pool.attempts.get_mut(key) {
@@ -75,33 +99,36 @@ pub(crate) fn open(
 /// node of the job started). The closed part keeps the devices it held.
 /// Nothing happens for an attempt that is not running.
 pub(crate) fn split(
-    pool_name: &str,
     pool: &mut Pool,
     key: AttemptKey<'_>,
     kind: UseKind,
     at: Timestamp,
-    joined: BTreeSet<String>,
+    joined: &[Arc<str>],
     out: &mut Decisions<'_>,
 ) {
     let Some(current) = pool.attempts.get(key).and_then(|a| a.segment.clone()) else {
         return;
     };
     if at > current.start
-        && let Some(closed) = row(pool_name, pool, key, &current, Some(at), None)
+        && let Some(closed) = row(pool, key, &current, Some(at), None)
     {
         out.segment(closed);
     }
-    if let Some(attempt) = pool.attempts.get_mut(key) {
-        attempt.devices.extend(joined);
-    }
+    join(pool, key, joined);
     // A cut at or before the segment's start restates the whole segment.
     let start = current.start.max(at);
-    open(pool_name, pool, key, kind, current.ge, start, out);
+    open(pool, key, kind, current.ge, start, out);
+}
+
+/// The attempt holds `joined` devices too.
+pub(crate) fn join(pool: &mut Pool, key: AttemptKey<'_>, joined: &[Arc<str>]) {
+    if let Some(attempt) = pool.attempts.get_mut(key) {
+        attempt.devices = union(&attempt.devices, joined);
+    }
 }
 
 /// Closes the attempt's last segment at its terminal event.
 pub(crate) fn close(
-    pool_name: &str,
     pool: &mut Pool,
     key: AttemptKey<'_>,
     ending: &Ending<'_>,
@@ -111,7 +138,7 @@ pub(crate) fn close(
         return;
     };
     let end = ending.at.max(current.start);
-    if let Some(closed) = row(pool_name, pool, key, &current, Some(end), Some(ending)) {
+    if let Some(closed) = row(pool, key, &current, Some(end), Some(ending)) {
         out.segment(closed);
     }
 }

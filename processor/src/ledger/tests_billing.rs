@@ -193,7 +193,10 @@ fn a_node_that_joins_late_holds_its_devices_only_from_its_start() {
     };
     let cut: Vec<(Option<String>, Vec<String>)> = segments
         .iter()
-        .map(|s| (s.end.map(|e| e.to_string()), s.devices.clone()))
+        .map(|s| {
+            let devices = s.devices.iter().map(|d| d.to_string()).collect();
+            (s.end.map(|e| e.to_string()), devices)
+        })
         .collect();
     assert_eq!(
         cut,

@@ -2,8 +2,6 @@
 //! windows opening and closing. They fire in time order before the event
 //! that moved time; at one instant, expiry first, then ends, then starts.
 
-use std::collections::BTreeSet;
-
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::billing::UseKind;
 use gpuledger_schemas::events::{Enforcement, HoldKind};
@@ -127,15 +125,7 @@ fn open_reservation(
             free = free - ge;
             let key = (key.0.as_str(), key.1);
             pool.holds.reclassify(key, HoldKind::Reserved);
-            segments::split(
-                pool_name,
-                pool,
-                key,
-                UseKind::Reserved,
-                at,
-                BTreeSet::new(),
-                out,
-            );
+            segments::split(pool, key, UseKind::Reserved, at, &[], out);
             out.reclassified(pool_name, &tenant, key, from, HoldKind::Reserved, at);
         }
     }
@@ -184,7 +174,7 @@ pub(crate) fn close_reservation(
         };
         let key = (key.0.as_str(), key.1);
         pool.holds.reclassify(key, to);
-        segments::split(pool_name, pool, key, to.into(), at, BTreeSet::new(), out);
+        segments::split(pool, key, to.into(), at, &[], out);
         out.reclassified(pool_name, &tenant, key, HoldKind::Reserved, to, at);
         if to == HoldKind::Burst && ge > burst_room {
             let observed = pool.use_of(&tenant, HoldKind::Burst);

@@ -1,6 +1,7 @@
 //! What statements are computed from, gathered from the ledger's history.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::events::{
     DeviceHealth, HealthState, InventoryDevice, JobState, NodeInventory, ReservationDecision,
@@ -50,20 +51,24 @@ impl From<crate::events::HoldKind> for UseKind {
 /// attempt's hold at one kind over [start, end). The ledger splits an
 /// allocation into segments where its kind changes; price-book changes are
 /// split at statement time. `end` is `None` while the segment is open.
+///
+/// The texts are shared (`Arc`): the ledger reports each segment twice,
+/// open and closed, and its pool, tenant, job, model and devices are the
+/// same texts its state holds.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Segment {
-    pub pool: String,
-    pub tenant: String,
-    pub job_id: String,
+    pub pool: Arc<str>,
+    pub tenant: Arc<str>,
+    pub job_id: Arc<str>,
     pub attempt: i32,
     pub kind: UseKind,
     /// GE held: `slices / max_slices`.
     pub slices: i64,
     pub max_slices: i64,
     /// The pool's GPU model.
-    pub model: String,
+    pub model: Arc<str>,
     /// The devices named by the attempt's `started` events.
-    pub devices: Vec<String>,
+    pub devices: Arc<[Arc<str>]>,
     pub start: Timestamp,
     pub end: Option<Timestamp>,
     /// Set on the attempt's last segment, closed by its terminal event.
@@ -312,11 +317,11 @@ impl Facts {
 
     /// Takes in one row of `allocations`. A closed row replaces the open
     /// row of the same segment; an open row never replaces a closed one.
-    pub fn segment(&mut self, segment: impl Into<std::sync::Arc<Segment>>) {
+    pub fn segment(&mut self, segment: impl Into<Arc<Segment>>) {
         let segment = segment.into();
-        let pool = match self.pools.get_mut(&segment.pool) {
+        let pool = match self.pools.get_mut(&*segment.pool) {
             Some(pool) => pool,
-            None => self.pools.entry(segment.pool.clone()).or_default(),
+            None => self.pools.entry(segment.pool.to_string()).or_default(),
         };
         pool.segments.insert(segment);
     }
@@ -383,7 +388,7 @@ impl Facts {
         for pool in self.pools.values() {
             for s in pool.segments.values() {
                 if s.start < to && s.end.is_none_or(|e| e > from) {
-                    out.insert(s.tenant.clone());
+                    out.insert(s.tenant.to_string());
                 }
             }
             for r in pool.reservations.values() {
@@ -419,8 +424,8 @@ impl Facts {
             .values()
             .filter_map(|s| {
                 Some(AttemptEnd {
-                    tenant: s.tenant.clone(),
-                    job_id: s.job_id.clone(),
+                    tenant: s.tenant.to_string(),
+                    job_id: s.job_id.to_string(),
                     attempt: s.attempt,
                     state: s.final_state?,
                     at: s.end?,
@@ -446,7 +451,7 @@ impl Facts {
         let wanted = facts
             .segments
             .values()
-            .filter(|s| jobs.contains(s.job_id.as_str()));
+            .filter(|s| jobs.contains(&*s.job_id));
         for s in wanted {
             if let Some((a, b)) = s.within(s.start, to) {
                 total = total + self.segment_compute(s, a, b)?;

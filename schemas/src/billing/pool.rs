@@ -118,33 +118,30 @@ fn segments(
         else {
             continue;
         };
-        let f = match out.tenants.get_mut(&s.tenant) {
+        let f = match out.tenants.get_mut(&*s.tenant) {
             Some(f) => f,
-            None => out.tenants.entry(s.tenant.clone()).or_default(),
+            None => out.tenants.entry(s.tenant.to_string()).or_default(),
         };
         f.ge_micros = f.ge_micros.clone() + held;
         let line = compute_line(s.kind);
         add(&mut f.lines, line, amount.clone());
         if matches!(
-            final_state.get(&(s.job_id.as_str(), s.attempt)),
+            final_state.get(&(&*s.job_id, s.attempt)),
             Some(JobState::Failed | JobState::Preempted | JobState::Cancelled)
         ) {
             f.failed_work = f.failed_work.clone() + amount.clone();
         }
-        if last_attempt
-            .get(s.job_id.as_str())
-            .is_some_and(|l| *l > s.attempt)
-        {
+        if last_attempt.get(&*s.job_id).is_some_and(|l| *l > s.attempt) {
             f.retried_work = f.retried_work.clone() + amount.clone();
         }
         if !credit.is_zero() {
             add(&mut f.lines, StatementLine::HealthCredit, -credit.clone());
         }
         let charged = || Charged::Attempt {
-            job_id: s.job_id.clone(),
+            job_id: s.job_id.to_string(),
             attempt: s.attempt,
             kind: s.kind,
-            model: s.model.clone(),
+            model: s.model.to_string(),
             slices: s.slices,
             max_slices: s.max_slices,
         };
@@ -313,7 +310,7 @@ fn health_credit(
     let devices: Vec<(String, Option<String>, Rational)> = s
         .devices
         .iter()
-        .filter_map(|d| device_info(pool, d, a).map(|(parent, ge)| (d.clone(), parent, ge)))
+        .filter_map(|d| device_info(pool, d, a).map(|(parent, ge)| (d.to_string(), parent, ge)))
         .collect();
     let mut points: BTreeSet<Timestamp> = BTreeSet::from([a, b]);
     let mut any = false;
@@ -419,7 +416,7 @@ fn sweep(
         .flat_map(|(_, _, devices)| devices.first())
         .map(|d| d.model.clone())
         .next()
-        .or_else(|| pool.segments.values().next().map(|s| s.model.clone()));
+        .or_else(|| pool.segments.values().next().map(|s| s.model.to_string()));
     let Some(model) = model else {
         return Ok(());
     };
@@ -448,12 +445,12 @@ fn sweep(
         };
         let reserved = s.kind == UseKind::Reserved;
         changes.entry(a).or_default().push(Change::Held {
-            tenant: s.tenant.clone(),
+            tenant: s.tenant.to_string(),
             ge: s.ge(),
             reserved,
         });
         changes.entry(b).or_default().push(Change::Released {
-            tenant: s.tenant.clone(),
+            tenant: s.tenant.to_string(),
             ge: s.ge(),
             reserved,
         });

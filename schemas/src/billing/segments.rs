@@ -248,9 +248,9 @@ impl Segments {
     /// Takes in one row of `allocations`. A closed row replaces the open
     /// row of the same segment; an open row never replaces a closed one.
     pub(super) fn insert(&mut self, segment: Arc<Segment>) {
-        let tenant = match self.0.get_mut(&segment.tenant) {
+        let tenant = match self.0.get_mut(&*segment.tenant) {
             Some(tenant) => tenant,
-            None => self.0.entry(segment.tenant.clone()).or_default(),
+            None => self.0.entry(segment.tenant.to_string()).or_default(),
         };
         tenant.insert(segment);
     }

@@ -57,8 +57,8 @@ impl Facts {
         let mut by_device: HashMap<&str, DeviceSegments<'_>> = HashMap::new();
         if let Some(p) = self.pool(pool) {
             for s in p.segments.values() {
-                for d in &s.devices {
-                    by_device.entry(d.as_str()).or_default().segments.push(s);
+                for d in s.devices.iter() {
+                    by_device.entry(&**d).or_default().segments.push(s);
                 }
             }
         }
@@ -264,13 +264,8 @@ pub(super) fn energy(
             continue;
         };
         let book = groups.book(book);
-        groups.add(
-            (segment.tenant.as_str(), book, slices, max_slices),
-            delta_mj,
-        );
-        let span = spans
-            .entry(segment.tenant.as_str())
-            .or_insert((first, last));
+        groups.add((&*segment.tenant, book, slices, max_slices), delta_mj);
+        let span = spans.entry(&*segment.tenant).or_insert((first, last));
         *span = (span.0.min(first), span.1.max(last));
     }
     // Per tenant: amount and kWh.
@@ -385,7 +380,7 @@ pub(super) fn idle_allocated(
             s.start,
         )?;
         let amount = ge_amount_i128(&ge, *micros, &rate);
-        let entry = out.entry(s.tenant.clone()).or_default();
+        let entry = out.entry(s.tenant.to_string()).or_default();
         *entry = entry.clone() + amount;
     }
     Ok(Some(out))

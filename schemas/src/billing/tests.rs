@@ -62,7 +62,7 @@ fn segment(
         slices: ge.0,
         max_slices: ge.1,
         model: "M".into(),
-        devices: devices.iter().map(|d| d.to_string()).collect(),
+        devices: devices.iter().map(|&d| d.into()).collect(),
         start: ts(start),
         end: end.map(ts),
         final_state: state,
