@@ -171,11 +171,12 @@ pub(crate) fn request(
     records
         .decided
         .insert_new(&r.pool, &r.request_id, &decision);
-    pool.holds.insert(
+    // A hold for this attempt was rejected above.
+    pool.holds.insert_new(
         key,
         Hold {
             request_id: r.request_id.clone(),
-            tenant: r.tenant.clone(),
+            tenant: r.tenant.as_str().into(),
             ge: g,
             kind,
             admitted_seq: seq,

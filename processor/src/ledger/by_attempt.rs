@@ -77,15 +77,26 @@ impl<V> ByAttempt<V> {
         &mut attempts[i].1
     }
 
-    pub(crate) fn insert(&mut self, (job, attempt): AttemptKey<'_>, value: V) -> Option<V> {
-        let attempts = self.attempts_of(job);
-        match find(attempts, attempt) {
+    pub(crate) fn insert(&mut self, key: AttemptKey<'_>, value: V) -> Option<V> {
+        self.insert_shared(key, value).0
+    }
+
+    /// [`ByAttempt::insert`], giving the job's id as stored too.
+    pub(crate) fn insert_shared(
+        &mut self,
+        (job, attempt): AttemptKey<'_>,
+        value: V,
+    ) -> (Option<V>, Arc<str>) {
+        // One hash of the id; it is copied only for a new job.
+        let (job, attempts) = self.0.get_or_insert_with_key(job, || Vec::with_capacity(1));
+        let old = match find(attempts, attempt) {
             Ok(i) => Some(std::mem::replace(&mut attempts[i].1, value)),
             Err(i) => {
                 attempts.insert(i, (attempt, value));
                 None
             }
-        }
+        };
+        (old, Arc::clone(job))
     }
 
     fn attempts_of(&mut self, job: &str) -> &mut Vec<(i32, V)> {

@@ -66,14 +66,25 @@ impl<V> ByText<V> {
     /// `key`'s value, made by `make` if it has none (the key is copied
     /// only then).
     pub(crate) fn get_or_insert_with(&mut self, key: &str, make: impl FnOnce() -> V) -> &mut V {
+        self.get_or_insert_with_key(key, make).1
+    }
+
+    /// [`ByText::get_or_insert_with`], with the key as stored.
+    pub(crate) fn get_or_insert_with_key(
+        &mut self,
+        key: &str,
+        make: impl FnOnce() -> V,
+    ) -> (&Arc<str>, &mut V) {
         let hash = hash_of(key);
         let entry = self.0.entry(hash, |e| e.is(hash, key), |e| e.hash);
-        let entry = entry.or_insert_with(|| Entry {
-            hash,
-            key: key.into(),
-            value: make(),
-        });
-        &mut entry.into_mut().value
+        let entry = entry
+            .or_insert_with(|| Entry {
+                hash,
+                key: key.into(),
+                value: make(),
+            })
+            .into_mut();
+        (&entry.key, &mut entry.value)
     }
 
     pub(crate) fn remove(&mut self, key: &str) -> Option<V> {

@@ -7,6 +7,7 @@
 //! expiry order are rebuilt when it is read.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::events::HoldKind;
@@ -67,11 +68,18 @@ impl Holds {
     /// Adds a hold (replacing any for the same attempt).
     pub(crate) fn insert(&mut self, key: AttemptKey<'_>, hold: Hold) {
         self.remove(key);
+        self.insert_new(key, hold);
+    }
+
+    /// Adds a hold for an attempt that holds none.
+    pub(crate) fn insert_new(&mut self, key: AttemptKey<'_>, hold: Hold) {
+        debug_assert!(!self.contains(key), "the attempt holds one already");
         self.count(&hold, true);
-        if let Some(at) = hold.expires_at {
-            self.expiries.entry(at).or_default().insert(key);
+        let expires_at = hold.expires_at;
+        let (_, job) = self.by_attempt.insert_shared(key, hold);
+        if let Some(at) = expires_at {
+            self.expiries.entry(at).or_default().insert(job, key.1);
         }
-        self.by_attempt.insert(key, hold);
     }
 
     /// Releases a hold.
@@ -141,7 +149,7 @@ impl Holds {
         let mut holds: Vec<(AttemptKey<'_>, &Hold)> = self
             .by_attempt
             .iter()
-            .filter(|(_, h)| h.tenant == tenant && h.kind == kind)
+            .filter(|(_, h)| *h.tenant == *tenant && h.kind == kind)
             .collect();
         holds.sort_by_key(|(_, h)| h.admitted_seq);
         holds
@@ -164,21 +172,21 @@ impl Holds {
         if hold.kind == HoldKind::Burst {
             change(&mut self.burst);
         }
-        let sums = match self.use_by.get_mut(&hold.tenant) {
+        let sums = match self.use_by.get_mut(&*hold.tenant) {
             Some(sums) => sums,
-            None => self.use_by.entry(hold.tenant.clone()).or_default(),
+            None => self.use_by.entry(hold.tenant.to_string()).or_default(),
         };
         change(sums.of(hold.kind));
         if sums.is_zero() {
-            self.use_by.remove(&hold.tenant);
+            self.use_by.remove(&*hold.tenant);
         }
     }
 }
 
 /// The attempts whose holds expire at one instant, in (job, attempt)
-/// order: nearly always one.
+/// order: nearly always one. The job ids are the holds' own.
 #[derive(Debug, Clone, Default, PartialEq)]
-struct Due(Vec<(Box<str>, i32)>);
+struct Due(Vec<(Arc<str>, i32)>);
 
 impl Due {
     fn find(&self, (job, attempt): AttemptKey<'_>) -> Result<usize, usize> {
@@ -186,9 +194,9 @@ impl Due {
             .binary_search_by(|(j, a)| (&**j, *a).cmp(&(job, attempt)))
     }
 
-    fn insert(&mut self, key: AttemptKey<'_>) {
-        if let Err(at) = self.find(key) {
-            self.0.insert(at, (key.0.into(), key.1));
+    fn insert(&mut self, job: Arc<str>, attempt: i32) {
+        if let Err(at) = self.find((&job, attempt)) {
+            self.0.insert(at, (job, attempt));
         }
     }
 

@@ -1,6 +1,8 @@
 //! Job lifecycle: `started` turns a hold into running use (or records
 //! unadmitted use); a terminal event releases it.
 
+use std::sync::Arc;
+
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::events::{Enforcement, JobEvent, JobState};
 
@@ -37,7 +39,7 @@ pub(crate) fn apply(
         ));
     }
     if let Some(hold) = pool.holds.get(key)
-        && hold.tenant != e.tenant
+        && *hold.tenant != *e.tenant
     {
         return Err(format!(
             "tenant {:?} differs from {label}'s admission for {:?}",
@@ -63,7 +65,7 @@ pub(crate) fn apply(
     match e.state {
         JobState::Submitted => {
             pool.attempts
-                .get_or_insert_with(key, || Attempt::new(&e.tenant));
+                .get_or_insert_with(key, || Attempt::new(e.tenant.as_str().into()));
         }
         JobState::Started if phase == Some(AttemptPhase::Running) => {
             // Another node of a multi-node job: its devices join from its
@@ -82,10 +84,15 @@ pub(crate) fn apply(
         JobState::Started => {
             // Running now: the hold no longer expires.
             let devices = segments::device_list(pool, named);
-            let admitted = pool
-                .holds
-                .start(key)
-                .map(|hold| (UseKind::from(hold.kind), hold.ge.clone()));
+            let hold = pool.holds.start(key).map(|hold| {
+                let kind = UseKind::from(hold.kind);
+                (kind, hold.ge.clone(), Arc::clone(&hold.tenant))
+            });
+            // The hold's tenant is this event's (checked above): shared.
+            let (admitted, tenant) = match hold {
+                Some((kind, ge, tenant)) => (Some((kind, ge)), tenant),
+                None => (None, Arc::from(e.tenant.as_str())),
+            };
             let mut unadmitted_ge = None;
             if admitted.is_none() {
                 let ge = if !devices.is_empty() {
@@ -119,7 +126,7 @@ pub(crate) fn apply(
             }
             let attempt = pool
                 .attempts
-                .get_or_insert_with(key, || Attempt::new(&e.tenant));
+                .get_or_insert_with(key, || Attempt::new(tenant));
             attempt.phase = AttemptPhase::Running;
             attempt.started_at = Some(at);
             attempt.devices = devices;

@@ -101,7 +101,8 @@ impl Default for LedgerConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Hold {
     pub(crate) request_id: String,
-    pub(crate) tenant: String,
+    /// Shared with the attempt, once it starts.
+    pub(crate) tenant: Arc<str>,
     pub(crate) ge: Ge,
     pub(crate) kind: HoldKind,
     /// Admission order, for "oldest admission first".
@@ -144,9 +145,9 @@ pub(crate) struct OpenSegment {
 
 impl Attempt {
     /// A new attempt, not yet started.
-    pub(crate) fn new(tenant: &str) -> Self {
+    pub(crate) fn new(tenant: Arc<str>) -> Self {
         Self {
-            tenant: tenant.into(),
+            tenant,
             phase: AttemptPhase::Submitted,
             started_at: None,
             devices: Arc::new([]),

@@ -629,7 +629,7 @@ proptest! {
                     let used = pool.use_of(tenant, *kind);
                     prop_assert!(!used.to_rational().is_negative());
                     // The kept sum is the sum of the holds.
-                    let counted: Ge = pool.holds.values().filter(|h| h.tenant == tenant && h.kind == *kind).map(|h| h.ge.clone()).sum();
+                    let counted: Ge = pool.holds.values().filter(|h| *h.tenant == *tenant && h.kind == *kind).map(|h| h.ge.clone()).sum();
                     prop_assert_eq!(used, counted);
                 }
             }
