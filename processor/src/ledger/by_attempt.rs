@@ -66,7 +66,7 @@ impl<V> ByAttempt<V> {
         (job, attempt): AttemptKey<'_>,
         make: impl FnOnce() -> V,
     ) -> &mut V {
-        let attempts = self.attempts_of(job);
+        let (_, attempts) = self.attempts_of(job);
         let i = match find(attempts, attempt) {
             Ok(i) => i,
             Err(i) => {
@@ -87,8 +87,7 @@ impl<V> ByAttempt<V> {
         (job, attempt): AttemptKey<'_>,
         value: V,
     ) -> (Option<V>, Arc<str>) {
-        // One hash of the id; it is copied only for a new job.
-        let (job, attempts) = self.0.get_or_insert_with_key(job, || Vec::with_capacity(1));
+        let (job, attempts) = self.attempts_of(job);
         let old = match find(attempts, attempt) {
             Ok(i) => Some(std::mem::replace(&mut attempts[i].1, value)),
             Err(i) => {
@@ -99,9 +98,10 @@ impl<V> ByAttempt<V> {
         (old, Arc::clone(job))
     }
 
-    fn attempts_of(&mut self, job: &str) -> &mut Vec<(i32, V)> {
+    /// `job`'s attempts, with its id as stored.
+    fn attempts_of(&mut self, job: &str) -> (&Arc<str>, &mut Vec<(i32, V)>) {
         // One hash of the id; it is copied only for a new job.
-        self.0.get_or_insert_with(job, || Vec::with_capacity(1))
+        self.0.get_or_insert_with_key(job, || Vec::with_capacity(1))
     }
 
     pub(crate) fn remove(&mut self, (job, attempt): AttemptKey<'_>) -> Option<V> {

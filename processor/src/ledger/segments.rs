@@ -52,21 +52,16 @@ pub(crate) fn device_list<'a>(
     pool: &Pool,
     devices: impl Iterator<Item = &'a String>,
 ) -> Arc<[Arc<str>]> {
-    let mut list: Vec<Arc<str>> = devices
-        .map(|d| {
-            pool.inventory
-                .shared_uuid(d)
-                .unwrap_or_else(|| d.as_str().into())
-        })
-        .collect();
-    list.sort_unstable();
-    list.dedup();
-    list.into()
+    sorted_once(devices.map(|d| {
+        pool.inventory
+            .shared_uuid(d)
+            .unwrap_or_else(|| d.as_str().into())
+    }))
 }
 
-/// Every device of `a` and of `b`, sorted, each once.
-fn union(a: &[Arc<str>], b: &[Arc<str>]) -> Arc<[Arc<str>]> {
-    let mut list: Vec<Arc<str>> = a.iter().chain(b).cloned().collect();
+/// `devices` sorted, each once.
+fn sorted_once(devices: impl Iterator<Item = Arc<str>>) -> Arc<[Arc<str>]> {
+    let mut list: Vec<Arc<str>> = devices.collect();
     list.sort_unstable();
     list.dedup();
     list.into()
@@ -123,7 +118,7 @@ pub(crate) fn split(
 /// The attempt holds `joined` devices too.
 pub(crate) fn join(pool: &mut Pool, key: AttemptKey<'_>, joined: &[Arc<str>]) {
     if let Some(attempt) = pool.attempts.get_mut(key) {
-        attempt.devices = union(&attempt.devices, joined);
+        attempt.devices = sorted_once(attempt.devices.iter().chain(joined).cloned());
     }
 }
 
