@@ -19,11 +19,25 @@ pub(crate) const ADMISSION: &str = "admission";
 /// The `event_id` of the `n`th decision (a `what`) caused by the event
 /// `cause`: the same on every replay.
 pub(crate) fn decision_id(cause: &str, n: usize, what: &str) -> String {
-    // One is made per decision: sized once, and only the index formatted.
-    use std::fmt::Write;
-    let mut id = String::with_capacity(cause.len() + what.len() + 8);
+    // One is made per decision: sized once, and the index written digit by
+    // digit (the formatting machinery costs more than the rest).
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let digits = std::str::from_utf8(&digits[at..]).unwrap_or("0");
+    let mut id = String::with_capacity(cause.len() + digits.len() + what.len() + 2);
     id.push_str(cause);
-    let _ = write!(id, "/{n}/");
+    id.push('/');
+    id.push_str(digits);
+    id.push('/');
     id.push_str(what);
     id
 }

@@ -72,8 +72,20 @@ impl Ge {
     /// The exact value.
     pub fn to_rational(&self) -> Rational {
         match &self.0 {
-            Repr::Units(n) => Rational::new(*n, UNIT).unwrap_or_default(),
+            Repr::Units(n) => {
+                let (n, d) = units_in_lowest_terms(*n);
+                Rational::from_lowest_terms(n, d)
+            }
             Repr::Exact(r) => r.clone(),
+        }
+    }
+
+    /// The value as numerator and denominator in lowest terms, where both
+    /// fit an `i64`.
+    pub fn to_i64_pair(&self) -> Option<(i64, i64)> {
+        match &self.0 {
+            Repr::Units(n) => Some(units_in_lowest_terms(*n)),
+            Repr::Exact(r) => r.to_i64_pair(),
         }
     }
 
@@ -116,6 +128,35 @@ impl Ge {
         }
         Ge::from_rational(&exact(self.to_rational(), rhs.to_rational()))
     }
+}
+
+/// `n / UNIT` in lowest terms. The unit's prime factors are known
+/// (2⁹·3·5⁷·7), so the common divisor is found by trying those alone,
+/// which is several times cheaper than a general search for it.
+fn units_in_lowest_terms(n: i64) -> (i64, i64) {
+    if n == 0 {
+        return (0, 1);
+    }
+    let mut rest = n.unsigned_abs();
+    let twos = rest.trailing_zeros().min(9);
+    rest >>= twos;
+    let mut common: u64 = 1 << twos;
+    if rest.is_multiple_of(3) {
+        common *= 3;
+    }
+    if rest.is_multiple_of(7) {
+        common *= 7;
+    }
+    for _ in 0..7 {
+        if !rest.is_multiple_of(5) {
+            break;
+        }
+        rest /= 5;
+        common *= 5;
+    }
+    // `common` divides UNIT, so it fits an i64.
+    let common = common as i64;
+    (n / common, UNIT / common)
 }
 
 impl PartialOrd for Ge {
@@ -194,6 +235,30 @@ mod tests {
 
     fn decimal(text: &str) -> Ge {
         Ge::from_decimal(&text.parse::<Decimal>().expect("a decimal"))
+    }
+
+    #[test]
+    fn units_reduce_as_a_general_divisor_search_would() {
+        let mut samples: Vec<i64> = (-2_000..2_000).collect();
+        samples.extend((1..=8).flat_map(|d| (0..=64).map(move |k| k * (UNIT / d))));
+        samples.extend([
+            UNIT,
+            -UNIT,
+            3 * 5_i64.pow(9),
+            2_i64.pow(40),
+            i64::MAX,
+            i64::MIN + 1,
+            i64::MIN,
+        ]);
+        for n in samples {
+            let expected = Rational::new(n, UNIT).unwrap_or_default();
+            assert_eq!(Ge(Repr::Units(n)).to_rational(), expected, "{n}");
+            assert_eq!(
+                Ge(Repr::Units(n)).to_i64_pair(),
+                expected.to_i64_pair(),
+                "{n}"
+            );
+        }
     }
 
     #[test]

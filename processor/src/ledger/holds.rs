@@ -7,6 +7,7 @@
 //! expiry order are rebuilt when it is read.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::sync::Arc;
 
 use gpuledger_schemas::Timestamp;
@@ -78,7 +79,12 @@ impl Holds {
         let expires_at = hold.expires_at;
         let (_, job) = self.by_attempt.insert_shared(key, hold);
         if let Some(at) = expires_at {
-            self.expiries.entry(at).or_default().insert(job, key.1);
+            match self.expiries.entry(at) {
+                Entry::Occupied(mut due) => due.get_mut().insert(job, key.1),
+                Entry::Vacant(place) => {
+                    place.insert(Due::One(job, key.1));
+                }
+            }
         }
     }
 
@@ -184,44 +190,59 @@ impl Holds {
 }
 
 /// The attempts whose holds expire at one instant, in (job, attempt)
-/// order: nearly always one. The job ids are the holds' own.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct Due(Vec<(Arc<str>, i32)>);
+/// order: nearly always one, kept without a list of its own. The job ids
+/// are the holds' own.
+#[derive(Debug, Clone, PartialEq)]
+enum Due {
+    One(Arc<str>, i32),
+    Many(Vec<(Arc<str>, i32)>),
+}
 
 impl Due {
-    fn find(&self, (job, attempt): AttemptKey<'_>) -> Result<usize, usize> {
-        self.0
-            .binary_search_by(|(j, a)| (&**j, *a).cmp(&(job, attempt)))
-    }
-
     fn insert(&mut self, job: Arc<str>, attempt: i32) {
-        if let Err(at) = self.find((&job, attempt)) {
-            self.0.insert(at, (job, attempt));
+        match self {
+            Due::One(j, a) if (&**j, *a) == (&*job, attempt) => {}
+            Due::One(j, a) => {
+                let first = (Arc::clone(j), *a);
+                let mut all = vec![first, (job, attempt)];
+                all.sort_by(|(j1, a1), (j2, a2)| (&**j1, a1).cmp(&(&**j2, a2)));
+                *self = Due::Many(all);
+            }
+            Due::Many(all) => {
+                if let Err(at) = all.binary_search_by(|(j, a)| (&**j, *a).cmp(&(&*job, attempt))) {
+                    all.insert(at, (job, attempt));
+                }
+            }
         }
     }
 
-    fn remove(&mut self, key: AttemptKey<'_>) {
-        if let Ok(at) = self.find(key) {
-            self.0.remove(at);
+    /// Takes `key` out; true when none is left.
+    fn remove(&mut self, (job, attempt): AttemptKey<'_>) -> bool {
+        match self {
+            Due::One(j, a) => (&**j, *a) == (job, attempt),
+            Due::Many(all) => {
+                if let Ok(at) = all.binary_search_by(|(j, a)| (&**j, *a).cmp(&(job, attempt))) {
+                    all.remove(at);
+                }
+                all.is_empty()
+            }
         }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 
     fn first(&self) -> Option<AttemptKey<'_>> {
-        self.0.first().map(|(job, attempt)| (&**job, *attempt))
+        match self {
+            Due::One(job, attempt) => Some((&**job, *attempt)),
+            Due::Many(all) => all.first().map(|(job, attempt)| (&**job, *attempt)),
+        }
     }
 }
 
 /// Takes `key` out of the holds expiring at `at`.
 fn forget_expiry(expiries: &mut BTreeMap<Timestamp, Due>, at: Timestamp, key: AttemptKey<'_>) {
-    if let Some(due) = expiries.get_mut(&at) {
-        due.remove(key);
-        if due.is_empty() {
-            expiries.remove(&at);
-        }
+    if let Some(due) = expiries.get_mut(&at)
+        && due.remove(key)
+    {
+        expiries.remove(&at);
     }
 }
 
@@ -240,5 +261,53 @@ impl<'de> Deserialize<'de> for Holds {
             holds.insert(key, hold.clone());
         }
         Ok(holds)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hold(expires_at: i64) -> Hold {
+        Hold {
+            request_id: format!("r-{expires_at}"),
+            tenant: "t".into(),
+            ge: Ge::of(1, 7),
+            kind: HoldKind::Quota,
+            admitted_seq: 1,
+            expires_at: Some(Timestamp::from_micros(expires_at)),
+        }
+    }
+
+    #[test]
+    fn holds_expiring_together_come_in_attempt_order_and_leave_one_by_one() {
+        let mut holds = Holds::default();
+        for (job, attempt) in [("b", 1), ("a", 2), ("c", 1), ("a", 1)] {
+            holds.insert_new((job, attempt), hold(10));
+        }
+        holds.insert_new(("z", 1), hold(5));
+        let next = |h: &Holds| {
+            h.next_expiry()
+                .map(|(at, (j, a))| (at.as_micros(), j.to_owned(), a))
+        };
+        assert_eq!(next(&holds), Some((5, "z".into(), 1)));
+        holds.remove(("z", 1));
+        let mut order = Vec::new();
+        while let Some((at, job, attempt)) = next(&holds) {
+            assert_eq!(at, 10);
+            order.push((job.clone(), attempt));
+            holds.start((&job, attempt));
+        }
+        let expected: Vec<(String, i32)> = [("a", 1), ("a", 2), ("b", 1), ("c", 1)]
+            .into_iter()
+            .map(|(j, a)| (j.to_owned(), a))
+            .collect();
+        assert_eq!(order, expected);
+        assert_eq!(holds.next_expiry_at(), None);
+        // Removing one that is not due leaves the others due.
+        holds.insert_new(("d", 1), hold(20));
+        holds.insert_new(("e", 1), hold(20));
+        holds.remove(("e", 1));
+        assert_eq!(next(&holds), Some((20, "d".into(), 1)));
     }
 }

@@ -17,6 +17,7 @@ mod decided;
 mod ge;
 mod holds;
 mod jobs;
+mod policies;
 mod records;
 mod reservations;
 mod segments;
@@ -36,7 +37,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use gpuledger_schemas::billing::{Facts, Period, Segment, UseKind};
-use gpuledger_schemas::events::{HoldKind, TenantPolicy};
+use gpuledger_schemas::events::HoldKind;
 use gpuledger_schemas::{Event, EventBody, Timestamp};
 use serde::{Deserialize, Serialize};
 
@@ -47,6 +48,7 @@ use by_attempt::ByAttempt;
 use capacity::PoolInventory;
 use decide::Cause;
 use holds::Holds;
+use policies::Policies;
 use records::Records;
 
 /// Where an event sits in the ledger: its partition and offset.
@@ -195,7 +197,7 @@ pub(crate) struct Pool {
     #[serde(skip)]
     pub(crate) name: Arc<str>,
     pub(crate) inventory: PoolInventory,
-    pub(crate) policies: BTreeMap<String, TenantPolicy>,
+    pub(crate) policies: Policies,
     pub(crate) reservations: BTreeMap<String, Reservation>,
     /// Live holds by (job_id, attempt).
     pub(crate) holds: Holds,
@@ -214,7 +216,10 @@ pub struct Ledger {
     /// Every `event_id` applied (kept out of the copy an event is tried on).
     applied: AppliedIds,
     #[serde(default)]
-    pub(crate) records: Records,
+    pub(crate) records: Box<Records>,
+    /// Empty records left in `records`' place while an event is applied.
+    #[serde(skip)]
+    spare: records::Spare,
     /// Budget alerts given: (pool, tenant, month, budget kind, threshold).
     #[serde(default)]
     alerted: BTreeSet<(String, String, String, String, i32)>,
@@ -233,7 +238,8 @@ impl Ledger {
             pools: BTreeMap::new(),
             next_admission_seq: 0,
             applied: AppliedIds::default(),
-            records: Records::default(),
+            records: Box::default(),
+            spare: records::Spare::default(),
             alerted: BTreeSet::new(),
             budget_watch: watches::Watches::default(),
         }
@@ -278,18 +284,17 @@ impl Ledger {
         let cause = Cause::new(position, event);
         let at = event.envelope.event_time;
         let now = self.now.map_or(at, |n| n.max(at));
-        let mut records = std::mem::take(&mut self.records);
+        // The handlers change `records` beside the rest of the state; an
+        // empty box stands in for it meanwhile (moving boxes, not records).
+        let stand_in = self.spare.take();
+        let mut records = std::mem::replace(&mut self.records, stand_in);
         let result = if timers::any_due(self, now) {
             self.apply_on_copy(&cause, event, &mut records)
         } else {
             self.apply_in_place(&cause, event, &mut records)
         };
-        let placeholder = std::mem::replace(&mut self.records, records);
-        // The empty records taken in above own no memory, and nothing wrote
-        // to them meanwhile (the handlers were given `records`): forgotten,
-        // not dropped, which saves a walk over every empty map they hold.
-        debug_assert!(placeholder == Records::default());
-        std::mem::forget(placeholder);
+        let stand_in = std::mem::replace(&mut self.records, records);
+        self.spare.put_back(stand_in);
         match result {
             Ok((decisions, warnings, segments)) => {
                 self.applied.insert(&event.envelope.event_id);
@@ -393,11 +398,7 @@ impl Ledger {
                 pool.policies.insert(e.tenant.clone(), e.clone());
                 // A budget may have come or gone: look at every tenant.
                 self.budget_watch.forget_quiet();
-                let nominal: Ge = pool
-                    .policies
-                    .values()
-                    .map(|p| Ge::from_decimal(&p.nominal_ge))
-                    .sum();
+                let nominal = pool.policies.nominal_total().clone();
                 let capacity = pool.inventory.capacity();
                 if nominal > capacity {
                     warnings.push(format!(
@@ -515,14 +516,7 @@ pub(crate) fn pool_in<'p>(
 
 impl Pool {
     pub(crate) fn policy_ge(&self, tenant: &str) -> (Ge, Ge) {
-        self.policies
-            .get(tenant)
-            .map_or((Ge::zero(), Ge::zero()), |p| {
-                (
-                    Ge::from_decimal(&p.nominal_ge),
-                    Ge::from_decimal(&p.burst_ge),
-                )
-            })
+        self.policies.ge(tenant)
     }
 
     /// Σ GE of `tenant`'s holds of `kind`.
@@ -541,12 +535,7 @@ impl Pool {
 
     /// Capacity − Σ nominal.
     pub(crate) fn spare(&self) -> Ge {
-        let nominal: Ge = self
-            .policies
-            .values()
-            .map(|p| Ge::from_decimal(&p.nominal_ge))
-            .sum();
-        self.inventory.capacity() - nominal
+        self.inventory.capacity() - self.policies.nominal_total().clone()
     }
 }
 

@@ -29,6 +29,41 @@ pub(crate) struct Records {
     pub(crate) ended: Ended,
 }
 
+/// An empty [`Records`], boxed, kept aside to stand in the state's place
+/// while [`super::Ledger::apply`] hands the real ones to the handlers. It
+/// is made once; a copy of the state starts without one, and every spare
+/// is alike.
+#[derive(Debug, Default)]
+pub(crate) struct Spare(Option<Box<Records>>);
+
+impl Spare {
+    /// The empty records (made the first time).
+    pub(crate) fn take(&mut self) -> Box<Records> {
+        self.0.take().unwrap_or_default()
+    }
+
+    /// Keeps `records`, which nothing wrote to while they stood in.
+    pub(crate) fn put_back(&mut self, records: Box<Records>) {
+        debug_assert!(
+            *records == Records::default(),
+            "the stand-in was written to"
+        );
+        self.0 = Some(records);
+    }
+}
+
+impl Clone for Spare {
+    fn clone(&self) -> Self {
+        Self(None)
+    }
+}
+
+impl PartialEq for Spare {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
 /// Ended attempts' tenants, by pool, then attempt. Attempts only ever
 /// end, so each pool's are in flat tables: job ids numbered once, the
 /// first attempt of each job to end beside its number, and any later

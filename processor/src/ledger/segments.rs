@@ -27,7 +27,7 @@ fn row(
     ending: Option<&Ending<'_>>,
 ) -> Option<Segment> {
     let (job_id, attempt) = pool.attempts.get_with_job(key)?;
-    let (slices, max_slices) = segment.ge.to_rational().to_i64_pair()?;
+    let (slices, max_slices) = segment.ge.to_i64_pair()?;
     Some(Segment {
         pool: Arc::clone(&pool.name),
         tenant: Arc::clone(&attempt.tenant),

@@ -46,6 +46,17 @@ impl Rational {
         (denom != 0).then(|| Self::reduced(numer.into(), denom.into()))
     }
 
+    /// `numer / denom` that the caller knows is in lowest terms with
+    /// `denom > 0` (it found the common factors some cheaper way), so no
+    /// divisor is searched for. Debug builds check it.
+    pub fn from_lowest_terms(numer: i64, denom: i64) -> Self {
+        debug_assert!(
+            denom > 0 && gcd(numer.unsigned_abs().into(), denom.unsigned_abs().into()) == 1,
+            "{numer}/{denom} is not in lowest terms"
+        );
+        Self(Repr::Small(numer.into(), denom.into()))
+    }
+
     /// A whole number.
     pub fn from_integer(n: i64) -> Self {
         Self(Repr::Small(n.into(), 1))
