@@ -89,9 +89,7 @@ pub(crate) fn request(
     let g = Ge::of(r.slices, r.max_slices);
     let (nominal, burst_ge) = pool.policy_ge(&r.tenant);
     let reserved = pool.active_reserved(&r.tenant, now);
-    let reserved_use = pool.use_of(&r.tenant, HoldKind::Reserved);
-    let quota_use = pool.use_of(&r.tenant, HoldKind::Quota);
-    let burst_use = pool.use_of(&r.tenant, HoldKind::Burst);
+    let (reserved_use, quota_use, burst_use) = pool.holds.uses_of(&r.tenant);
 
     let budget_spent = pool
         .policies

@@ -118,15 +118,29 @@ impl Holds {
         self.by_attempt.insert(key, hold);
     }
 
+    /// Σ GE of `tenant`'s holds of each kind: reserved, quota, burst (one
+    /// lookup where admission asks for all three).
+    pub(crate) fn uses_of(&self, tenant: &str) -> (Ge, Ge, Ge) {
+        self.use_by.get(tenant).map_or_else(
+            || (Ge::zero(), Ge::zero(), Ge::zero()),
+            |sums| {
+                (
+                    sums.reserved.clone(),
+                    sums.quota.clone(),
+                    sums.burst.clone(),
+                )
+            },
+        )
+    }
+
     /// Σ GE of `tenant`'s holds of `kind`.
     pub(crate) fn use_of(&self, tenant: &str, kind: HoldKind) -> Ge {
-        self.use_by
-            .get(tenant)
-            .map_or_else(Ge::zero, |sums| match kind {
-                HoldKind::Reserved => sums.reserved.clone(),
-                HoldKind::Quota => sums.quota.clone(),
-                HoldKind::Burst => sums.burst.clone(),
-            })
+        let (reserved, quota, burst) = self.uses_of(tenant);
+        match kind {
+            HoldKind::Reserved => reserved,
+            HoldKind::Quota => quota,
+            HoldKind::Burst => burst,
+        }
     }
 
     /// Σ GE of every hold.
@@ -304,6 +318,10 @@ mod tests {
             .collect();
         assert_eq!(order, expected);
         assert_eq!(holds.next_expiry_at(), None);
+        // Started holds still count: four of 1/7 GE, all quota.
+        assert_eq!(holds.uses_of("t"), (Ge::zero(), Ge::of(4, 7), Ge::zero()));
+        assert_eq!(holds.use_of("t", HoldKind::Quota), Ge::of(4, 7));
+        assert_eq!(holds.uses_of("u"), (Ge::zero(), Ge::zero(), Ge::zero()));
         // Removing one that is not due leaves the others due.
         holds.insert_new(("d", 1), hold(20));
         holds.insert_new(("e", 1), hold(20));
