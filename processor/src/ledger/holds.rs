@@ -217,13 +217,12 @@ impl Due {
         match self {
             Due::One(j, a) if (&**j, *a) == (&*job, attempt) => {}
             Due::One(j, a) => {
-                let first = (Arc::clone(j), *a);
-                let mut all = vec![first, (job, attempt)];
-                all.sort_by(|(j1, a1), (j2, a2)| (&**j1, a1).cmp(&(&**j2, a2)));
-                *self = Due::Many(all);
+                // A second one at the same instant: a list, kept in order.
+                *self = Due::Many(vec![(Arc::clone(j), *a)]);
+                self.insert(job, attempt);
             }
             Due::Many(all) => {
-                if let Err(at) = all.binary_search_by(|(j, a)| (&**j, *a).cmp(&(&*job, attempt))) {
+                if let Err(at) = find(all, (&job, attempt)) {
                     all.insert(at, (job, attempt));
                 }
             }
@@ -235,7 +234,7 @@ impl Due {
         match self {
             Due::One(j, a) => (&**j, *a) == (job, attempt),
             Due::Many(all) => {
-                if let Ok(at) = all.binary_search_by(|(j, a)| (&**j, *a).cmp(&(job, attempt))) {
+                if let Ok(at) = find(all, (job, attempt)) {
                     all.remove(at);
                 }
                 all.is_empty()
@@ -249,6 +248,11 @@ impl Due {
             Due::Many(all) => all.first().map(|(job, attempt)| (&**job, *attempt)),
         }
     }
+}
+
+/// Where `key` is, or would go, in a list in (job, attempt) order.
+fn find(all: &[(Arc<str>, i32)], (job, attempt): AttemptKey<'_>) -> Result<usize, usize> {
+    all.binary_search_by(|(j, a)| (&**j, *a).cmp(&(job, attempt)))
 }
 
 /// Takes `key` out of the holds expiring at `at`.
