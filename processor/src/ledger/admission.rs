@@ -6,6 +6,7 @@ use gpuledger_schemas::events::{AdmissionOutcome, AdmissionRequest, HoldKind};
 use gpuledger_schemas::{Event, EventBody};
 
 use super::decide::Decisions;
+use super::decided::Lookup;
 use super::{Ge, Hold, Ledger, Records, budgets};
 
 /// What a retry must repeat exactly: everything the request asks but its
@@ -53,18 +54,21 @@ pub(crate) fn request(
         .get(&r.pool, &r.tenant)
         .filter(|w| now < w.until());
     let pool = super::pool_in(&mut ledger.pools, &r.pool)?;
-    if let Some(decision) = records.decided.get(&r.pool, &r.request_id) {
-        return match same_request(r, &decision) {
-            Ok(()) => {
-                out.repeat(decision);
-                Ok(())
-            }
-            Err(seen) => Err(format!(
-                "admission request {:?} was already decided with other content ({seen})",
-                r.request_id
-            )),
-        };
-    }
+    let absent = match records.decided.lookup(&r.pool, &r.request_id) {
+        Lookup::New(absent) => absent,
+        Lookup::Decided(decision) => {
+            return match same_request(r, &decision) {
+                Ok(()) => {
+                    out.repeat(decision);
+                    Ok(())
+                }
+                Err(seen) => Err(format!(
+                    "admission request {:?} was already decided with other content ({seen})",
+                    r.request_id
+                )),
+            };
+        }
+    };
     let key = (r.job_id.as_str(), r.attempt);
     if pool.holds.contains(key) {
         return Err(format!(
@@ -123,10 +127,11 @@ pub(crate) fn request(
     };
 
     let Some(kind) = kind else {
-        let decision = out.admission(r, AdmissionOutcome::Deny, None, reason, &entitled, &used);
+        let (decision, index) =
+            out.admission(r, AdmissionOutcome::Deny, None, reason, &entitled, &used);
         records
             .decided
-            .insert_new(&r.pool, &r.request_id, &decision);
+            .insert_absent(&r.pool, &r.request_id, absent, &decision, index);
         return Ok(());
     };
 
@@ -149,7 +154,7 @@ pub(crate) fn request(
         HoldKind::Reserved | HoldKind::Quota => g.clone() - (capacity - all_holds).clamp_zero(),
     };
 
-    let decision = out.admission(
+    let (decision, index) = out.admission(
         r,
         AdmissionOutcome::Admit,
         Some(kind),
@@ -168,7 +173,7 @@ pub(crate) fn request(
     }
     records
         .decided
-        .insert_new(&r.pool, &r.request_id, &decision);
+        .insert_absent(&r.pool, &r.request_id, absent, &decision, index);
     // A hold for this attempt was rejected above.
     pool.holds.insert_new(
         key,

@@ -6,10 +6,12 @@
 //! Pricing a tenant's month costs the month's segments, and alerts are
 //! checked after every event, so each priced standing leaves a [`Watch`]:
 //! how far the figure is from its next line, and a bound on how fast it
-//! can grow — its running GE and reservation windows at the dearest rate
-//! of any book, with overhead (GPU hours: its running GE). A segment that
-//! opens later adds its GE to the bound and takes what it accrued since its
-//! start off the room; a segment that closes only slows the growth. Until
+//! can grow — its running GE, each at the dearest rate any book gives its
+//! kind of use, and its reservation windows at the dearest reserved rate,
+//! with overhead (GPU hours: its running GE). A segment that opens later
+//! adds its GE at its kind's rate to the bound and takes what it accrued
+//! since its start off the room; a segment that closes takes the same
+//! rate off again, and only slows the growth. Until
 //! the room runs out, or an event changes the facts otherwise (books,
 //! inventory, health, usage, policies, reservations, a new month), the
 //! month is not priced again: the alerts and denials are the same, only
@@ -17,11 +19,11 @@
 
 use gpuledger_schemas::billing::{Facts, MONEY_DIGITS, Period, month_to_date};
 use gpuledger_schemas::events::{BudgetKind, TenantPolicy};
-use gpuledger_schemas::pricing::overhead_amount;
+use gpuledger_schemas::pricing::{RateKind, overhead_amount};
 use gpuledger_schemas::{Decimal, Rational, Timestamp};
 
 use super::decide::Decisions;
-use super::watches::{Headroom, Watch};
+use super::watches::{Headroom, KindRates, Watch, kind_index};
 use super::{Ge, Ledger, Pool};
 
 /// Alert thresholds, in percent of a budget.
@@ -257,14 +259,20 @@ fn watch_of(
         return None;
     }
     let tenant = policy.tenant.as_str();
-    // GE that accrues with time alone: running attempts, and reservation
-    // windows not yet over (unused reserved GE is charged as time passes).
-    let running: Ge = pool
+    // GE that accrues with time alone: running attempts, by the rate their
+    // kind is priced at, and reservation windows not yet over (unused
+    // reserved GE is charged as time passes).
+    let mut running_by_kind: KindRates<Ge> = Default::default();
+    for segment in pool
         .attempts
         .values()
         .filter(|a| *a.tenant == *tenant)
-        .filter_map(|a| a.segment.as_ref().map(|s| s.ge.clone()))
-        .sum();
+        .filter_map(|a| a.segment.as_ref())
+    {
+        let running = &mut running_by_kind[kind_index(segment.kind.rate_kind())];
+        *running = running.clone() + segment.ge.clone();
+    }
+    let running: Ge = running_by_kind.iter().cloned().sum();
     let on_failed: Ge = pool
         .attempts
         .values()
@@ -278,8 +286,23 @@ fn watch_of(
         .filter(|r| r.tenant == tenant && r.confirmed && r.effective_end() > now)
         .map(|r| r.ge.clone())
         .sum();
-    let (rate, overhead) = dearest(billing, &policy.pool);
+    let (rates, overhead) = dearest(billing, &policy.pool, &pool.inventory.shared_model());
     let markup = Rational::from_integer(1) + overhead;
+    let money_rates = rates.map(|rate| rate * markup.clone());
+    let dearest_money = money_rates.iter().max().cloned().unwrap_or_default();
+    let hour_rates: KindRates<Rational> = Default::default();
+    let hour_rates = hour_rates.map(|_| Rational::from_integer(1));
+    // Running use at its own kind's rate. Windows add the reserved rate:
+    // unused reserved GE is charged at it, and used reserved GE, counted
+    // among the running too, is not charged twice; so the bound is loose
+    // by the reserved use, never short.
+    let running_at = |rates: &KindRates<Rational>| -> Rational {
+        running_by_kind
+            .iter()
+            .zip(rates)
+            .map(|(ge, rate)| ge.to_rational() * rate.clone())
+            .fold(Rational::zero(), |sum, amount| sum + amount)
+    };
     // Each rounded line and the overhead may sit up to half a cent either
     // way of its exact amount.
     let margin = Rational::new(10, 10_i64.pow(MONEY_DIGITS)).unwrap_or_default() * markup.clone();
@@ -288,34 +311,32 @@ fn watch_of(
         let budget = standing.budget.to_rational();
         let falling = standing.used >= budget;
         let (per_ge_hour, slack) = match standing.kind {
-            BudgetKind::Money => (rate.clone() * markup.clone(), margin.clone()),
-            BudgetKind::GpuHours => (Rational::from_integer(1), Rational::zero()),
+            BudgetKind::Money => (&money_rates, margin.clone()),
+            BudgetKind::GpuHours => (&hour_rates, Rational::zero()),
         };
-        let (room, accruing) = if falling {
+        let (room, per_hour) = if falling {
             // Only health credits on running use bring money down, and only
-            // on failed devices (a health report forgets the watch); hours
-            // never fall with time.
-            let accruing = match standing.kind {
-                BudgetKind::Money => on_failed.clone(),
-                BudgetKind::GpuHours => Ge::zero(),
+            // on failed devices (a health report forgets the watch), at the
+            // dearest rate; hours never fall with time.
+            let per_hour = match standing.kind {
+                BudgetKind::Money => on_failed.to_rational() * dearest_money.clone(),
+                BudgetKind::GpuHours => Rational::zero(),
             };
-            (standing.used.clone() - budget - slack, accruing)
+            (standing.used.clone() - budget - slack, per_hour)
         } else {
             // Up to the next line not yet alerted (the budget itself once
             // the alerts are all given and spend came back below it).
             let next = next_line(ledger, policy, standing, month).unwrap_or(budget);
-            let accruing = match standing.kind {
-                BudgetKind::Money => running.clone() + windows.clone(),
-                BudgetKind::GpuHours => running.clone(),
+            let per_hour = match standing.kind {
+                BudgetKind::Money => {
+                    let reserved = &per_ge_hour[kind_index(RateKind::Reserved)];
+                    running_at(per_ge_hour) + windows.to_rational() * reserved.clone()
+                }
+                BudgetKind::GpuHours => running.to_rational(),
             };
-            (next - standing.used.clone() - slack, accruing)
+            (next - standing.used.clone() - slack, per_hour)
         };
-        headrooms.push(Headroom::new(
-            &room,
-            &per_ge_hour,
-            &accruing.to_rational(),
-            falling,
-        ));
+        headrooms.push(Headroom::new(&room, per_ge_hour, &per_hour, falling));
     }
     // A month change forgets every watch anyway; a book taking over
     // changes the rates and the overhead on everything so far.
@@ -329,26 +350,34 @@ fn watch_of(
     Watch::new(now, limit, headrooms, spent(figures, now))
 }
 
-/// The dearest per-GPU-hour rate of any book for `pool`, any model and any
-/// kind, and the largest overhead fraction (never below zero).
-fn dearest(billing: &Facts, pool: &str) -> (Rational, Rational) {
-    let mut rate = Rational::zero();
+/// For each kind of rate, the dearest per-GPU-hour rate any book for
+/// `pool` gives `model`, the pool's one GPU model (any model while the pool
+/// has none), as a segment may have started under an earlier book; and the
+/// largest overhead fraction (never below zero). A book without a rate for
+/// the model fails to price the month, which leaves no watch.
+fn dearest(billing: &Facts, pool: &str, model: &str) -> (KindRates<Rational>, Rational) {
+    let mut rates: KindRates<Rational> = Default::default();
     let mut overhead = Rational::zero();
     for book in billing.books().books() {
         if book.pool.as_deref().is_some_and(|p| p != pool) {
             continue;
         }
-        for r in &book.rates {
-            for each in [
-                &r.reserved_per_gpu_hour,
-                &r.quota_per_gpu_hour,
-                &r.on_demand_per_gpu_hour,
+        let of_model = book
+            .rates
+            .iter()
+            .filter(|r| model.is_empty() || r.model == model);
+        for r in of_model {
+            for (kind, each) in [
+                (RateKind::Reserved, &r.reserved_per_gpu_hour),
+                (RateKind::Quota, &r.quota_per_gpu_hour),
+                (RateKind::OnDemand, &r.on_demand_per_gpu_hour),
             ] {
-                rate = rate.max(each.to_rational());
+                let rate = &mut rates[kind_index(kind)];
+                *rate = rate.clone().max(each.to_rational());
             }
         }
         // The overhead on one unit of money: the book's fraction.
         overhead = overhead.max(overhead_amount(&Rational::from_integer(1), book));
     }
-    (rate, overhead)
+    (rates, overhead)
 }

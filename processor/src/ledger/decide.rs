@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use gpuledger_schemas::billing::Segment;
 use gpuledger_schemas::events::*;
-use gpuledger_schemas::{Envelope, Event, Timestamp};
+use gpuledger_schemas::{Envelope, Event, EventBody, Timestamp};
 
 use super::{Ge, Position};
 
@@ -100,17 +100,29 @@ impl<'a> Decisions<'a> {
         self.segments.push(Arc::new(row));
     }
 
-    fn push(&mut self, what: &str, body: impl Into<gpuledger_schemas::EventBody>) {
-        let n = self.out.len();
-        let envelope = Envelope {
-            event_id: decision_id(self.cause.event_id, n, what),
+    /// The envelope of the next decision, a `what`.
+    #[inline]
+    fn envelope(&self, what: &str) -> Envelope {
+        Envelope {
+            event_id: decision_id(self.cause.event_id, self.out.len(), what),
             event_time: self.now,
             source: SOURCE.to_owned(),
             cluster: self.cause.cluster.to_owned(),
+        }
+    }
+
+    fn push(&mut self, what: &str, body: impl Into<EventBody>) {
+        let event = Event {
+            envelope: self.envelope(what),
+            body: body.into(),
         };
+        self.push_event(Arc::new(event));
+    }
+
+    fn push_event(&mut self, event: Arc<Event>) {
         // Most events decide once or not at all: no room for four.
         self.out.reserve_exact(1);
-        self.out.push(Arc::new(Event::new(envelope, body)));
+        self.out.push(event);
     }
 
     pub(crate) fn partition(&self) -> i32 {
@@ -125,6 +137,8 @@ impl<'a> Decisions<'a> {
         self.cause.event_id.to_owned()
     }
 
+    /// Decides an admission request; gives the decision and its index
+    /// among this event's decisions (the middle of its `event_id`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn admission(
         &mut self,
@@ -134,8 +148,11 @@ impl<'a> Decisions<'a> {
         reason: &str,
         entitled: &Ge,
         used: &Ge,
-    ) -> Arc<Event> {
-        let body = AdmissionDecision {
+    ) -> (Arc<Event>, u32) {
+        let index = self.out.len();
+        // Built where it is kept: the event is large, and each move
+        // between builder functions copies it.
+        let body = EventBody::AdmissionDecision(AdmissionDecision {
             pool: request.pool.clone(),
             request_id: request.request_id.clone(),
             job_id: request.job_id.clone(),
@@ -151,18 +168,20 @@ impl<'a> Decisions<'a> {
             ledger_partition: self.partition(),
             ledger_offset: self.offset(),
             cause_event_id: self.cause_id(),
-        };
-        self.push(ADMISSION, body);
-        self.out
-            .last()
-            .cloned()
-            .unwrap_or_else(|| unreachable!("just pushed"))
+        });
+        let event = Arc::new(Event {
+            envelope: self.envelope(ADMISSION),
+            body,
+        });
+        self.push_event(Arc::clone(&event));
+        let index = u32::try_from(index)
+            .unwrap_or_else(|_| unreachable!("more than 2^32 decisions from one event"));
+        (event, index)
     }
 
     /// Repeats an earlier decision unchanged (a retried request).
     pub(crate) fn repeat(&mut self, decision: Arc<Event>) {
-        self.out.reserve_exact(1);
-        self.out.push(decision);
+        self.push_event(decision);
     }
 
     pub(crate) fn reservation(

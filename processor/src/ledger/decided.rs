@@ -19,7 +19,7 @@ use gpuledger_schemas::events::{AdmissionDecision, AdmissionOutcome, HoldKind};
 use gpuledger_schemas::{Envelope, Event, EventBody, Rational, Timestamp};
 
 use super::decide::{self, SOURCE};
-use super::text_ids::{TextId, TextIds, TextList};
+use super::text_ids::{Absent, TextId, TextIds, TextList};
 
 /// Decided admission requests by pool, then request_id. A snapshot stores
 /// a list of ((pool, request_id), decision event) pairs.
@@ -56,36 +56,83 @@ impl PartialEq for Decided {
     }
 }
 
+/// A request looked for among the decided ones.
+pub(crate) enum Lookup {
+    /// Decided before: the decision as it was made.
+    Decided(Arc<Event>),
+    /// Not decided yet; [`Decided::insert_absent`] keeps its decision.
+    New(Absent),
+}
+
 impl Decided {
     /// The decision of `request_id` in `pool`, if it was decided.
     pub(crate) fn get(&self, pool: &str, request_id: &str) -> Option<Arc<Event>> {
-        let requests = self.by_pool.get(pool)?;
-        let id = requests.requests.find(request_id)?;
-        Some(self.event(&requests.kept[id as usize], pool, request_id))
+        match self.lookup(pool, request_id) {
+            Lookup::Decided(decision) => Some(decision),
+            Lookup::New(_) => None,
+        }
+    }
+
+    /// The decision of `request_id` in `pool`, or what keeping one needs.
+    pub(crate) fn lookup(&self, pool: &str, request_id: &str) -> Lookup {
+        let found = match self.by_pool.get(pool) {
+            Some(requests) => requests
+                .requests
+                .find_or_absent(request_id)
+                .map(|id| self.event(&requests.kept[id as usize], pool, request_id)),
+            None => Err(Absent::of(request_id)),
+        };
+        match found {
+            Ok(decision) => Lookup::Decided(decision),
+            Err(absent) => Lookup::New(absent),
+        }
+    }
+
+    /// Keeps `decision`, made by this build as the `index`th decision of
+    /// its cause, the answer to `request_id` in `pool`, found `absent` by
+    /// [`Decided::lookup`] (no second probe, and its id is not read back).
+    pub(crate) fn insert_absent(
+        &mut self,
+        pool: &str,
+        request_id: &str,
+        absent: Absent,
+        decision: &Arc<Event>,
+        index: u32,
+    ) {
+        debug_assert_eq!(
+            decision.envelope.event_id,
+            match &decision.body {
+                EventBody::AdmissionDecision(d) =>
+                    decide::decision_id(&d.cause_event_id, index as usize, decide::ADMISSION),
+                _ => String::new(),
+            },
+            "not the state machine's own admission decision"
+        );
+        let kept = Kept::compact(decision, index, &mut self.texts, &mut self.ids);
+        let requests = self.pool_mut(pool);
+        let id = requests.requests.insert_absent(absent, request_id) as usize;
+        debug_assert_eq!(id, requests.kept.len());
+        requests.kept.push(kept);
+    }
+
+    fn pool_mut(&mut self, pool: &str) -> &mut PoolDecided {
+        if !self.by_pool.contains_key(pool) {
+            self.by_pool.insert(pool.to_owned(), PoolDecided::default());
+        }
+        self.by_pool
+            .get_mut(pool)
+            .unwrap_or_else(|| unreachable!("just made"))
     }
 
     /// Keeps `decision`, the answer to `request_id` in `pool`.
     pub(crate) fn insert(&mut self, pool: &str, request_id: &str, decision: &Arc<Event>) {
-        self.keep(pool, request_id, decision, false);
+        self.keep(pool, request_id, decision);
     }
 
-    /// Keeps `decision`, the answer to `request_id` in `pool`, which was
-    /// not decided before (one probe fewer).
-    pub(crate) fn insert_new(&mut self, pool: &str, request_id: &str, decision: &Arc<Event>) {
-        self.keep(pool, request_id, decision, true);
-    }
-
-    fn keep(&mut self, pool: &str, request_id: &str, decision: &Arc<Event>, new: bool) {
+    fn keep(&mut self, pool: &str, request_id: &str, decision: &Arc<Event>) {
         let kept = Kept::of(decision, &mut self.texts, &mut self.ids);
-        let requests = match self.by_pool.get_mut(pool) {
-            Some(requests) => requests,
-            None => self.by_pool.entry(pool.to_owned()).or_default(),
-        };
-        let id = if new {
-            requests.requests.insert_new(request_id)
-        } else {
-            requests.requests.intern(request_id)
-        } as usize;
+        let requests = self.pool_mut(pool);
+        let id = requests.requests.intern(request_id) as usize;
         if id == requests.kept.len() {
             requests.kept.push(kept);
         } else {
@@ -175,6 +222,16 @@ impl Kept {
         let Some(index) = index.filter(|_| envelope.source == SOURCE) else {
             return Kept::Whole(Arc::clone(event));
         };
+        Kept::compact(event, index, texts, ids)
+    }
+
+    /// `event`, an admission decision in the state machine's own form, the
+    /// `index`th of its cause, kept compact.
+    fn compact(event: &Arc<Event>, index: u32, texts: &mut TextIds, ids: &mut TextList) -> Kept {
+        let EventBody::AdmissionDecision(d) = &event.body else {
+            return Kept::Whole(Arc::clone(event));
+        };
+        let envelope = &event.envelope;
         Kept::Compact(Compact {
             index,
             event_time: envelope.event_time,
@@ -289,8 +346,8 @@ mod tests {
         };
         let (r1, r2, r1_again) = (of("r1", "42"), of("r2", "42"), of("r1", "43"));
         let mut a = Decided::default();
-        a.insert_new("p", "r1", &r1);
-        a.insert_new("p", "r2", &r2);
+        a.insert("p", "r1", &r1);
+        a.insert("p", "r2", &r2);
         a.insert("p", "r1", &r1_again);
         assert_eq!(a.get("p", "r1").as_deref(), Some(&*r1_again));
         assert_eq!(a.get("p", "r2").as_deref(), Some(&*r2));

@@ -268,9 +268,10 @@ impl Ledger {
 
     /// Applies one ledger event found at `position`.
     pub fn apply(&mut self, position: Position, event: &Event) -> Outcome {
-        if self.applied.contains(&event.envelope.event_id) {
+        let id = &event.envelope.event_id;
+        let Err(new_id) = self.applied.0.find_or_absent(id) else {
             return Outcome::Duplicate;
-        }
+        };
         if let Err(e) = event.validate() {
             return Outcome::Rejected {
                 reason: e.to_string(),
@@ -297,7 +298,7 @@ impl Ledger {
         self.spare.put_back(stand_in);
         match result {
             Ok((decisions, warnings, segments)) => {
-                self.applied.insert(&event.envelope.event_id);
+                self.applied.0.insert_absent(new_id, id);
                 Outcome::Applied {
                     decisions,
                     warnings,
@@ -547,11 +548,6 @@ struct AppliedIds(text_ids::TextIds);
 impl AppliedIds {
     fn contains(&self, id: &str) -> bool {
         self.0.find(id).is_some()
-    }
-
-    /// Adds `id`, which is not there yet.
-    fn insert(&mut self, id: &str) {
-        self.0.insert_new(id);
     }
 }
 

@@ -458,16 +458,18 @@ fn hour(h: i64) -> String {
 fn lines_of(steps: &[Step]) -> Vec<String> {
     let t0 = hour(0);
     // team-a has a money budget and team-b a GPU-hour budget that a busy
-    // sequence crosses, so that budget watches are tried too.
+    // sequence crosses, so that budget watches are tried too (every event
+    // checks that no watched figure crossed a line). The books price
+    // another model first, cheaper: a watch must take its own pool's.
     let mut lines = vec![
         format!(
-            r#"{{"type":"PriceBook",{},"version":1,"effective_from":"{t0}","currency":"USD","rates":[{{"model":"NVIDIA H200","reserved_per_gpu_hour":"1.50","quota_per_gpu_hour":"2","on_demand_per_gpu_hour":"3.25"}}],"storage_per_gb_month":"0","egress_per_gb":"0","overhead_pct":"10","reservation_charge":"window","idle_distribution":"central"}}"#,
+            r#"{{"type":"PriceBook",{},"version":1,"effective_from":"{t0}","currency":"USD","rates":[{{"model":"NVIDIA L4","reserved_per_gpu_hour":"0.25","quota_per_gpu_hour":"0.25","on_demand_per_gpu_hour":"0.25"}},{{"model":"NVIDIA H200","reserved_per_gpu_hour":"1.50","quota_per_gpu_hour":"2","on_demand_per_gpu_hour":"3.25"}}],"storage_per_gb_month":"0","egress_per_gb":"0","overhead_pct":"10","reservation_charge":"window","idle_distribution":"central"}}"#,
             env("book-1", &t0)
         ),
         // A book announced ahead takes over at hour 8: other rates, more
         // overhead on the whole month so far, reservations charged by use.
         format!(
-            r#"{{"type":"PriceBook",{},"version":2,"effective_from":"{}","currency":"USD","rates":[{{"model":"NVIDIA H200","reserved_per_gpu_hour":"1.25","quota_per_gpu_hour":"2.50","on_demand_per_gpu_hour":"3"}}],"storage_per_gb_month":"0","egress_per_gb":"0","overhead_pct":"30","reservation_charge":"usage","idle_distribution":"central"}}"#,
+            r#"{{"type":"PriceBook",{},"version":2,"effective_from":"{}","currency":"USD","rates":[{{"model":"NVIDIA L4","reserved_per_gpu_hour":"0.25","quota_per_gpu_hour":"0.25","on_demand_per_gpu_hour":"0.25"}},{{"model":"NVIDIA H200","reserved_per_gpu_hour":"1.25","quota_per_gpu_hour":"2.50","on_demand_per_gpu_hour":"3"}}],"storage_per_gb_month":"0","egress_per_gb":"0","overhead_pct":"30","reservation_charge":"usage","idle_distribution":"central"}}"#,
             env("book-2", &t0),
             hour(8)
         ),

@@ -251,3 +251,46 @@ fn a_budget_set_while_every_budget_is_watched_is_priced_at_once() {
         vec![("money".to_owned(), 50, "60.00".to_owned())]
     );
 }
+
+#[test]
+fn a_watch_bounds_spend_by_the_rate_of_its_own_kind_and_model() {
+    use tests_support::*;
+    // The book prices another model far dearer, and on-demand use four
+    // times quota use; team-a runs 1 GE at the quota rate, 2.00 an hour,
+    // so its spend reaches the 50 % line of 100.00 after 25 hours. The
+    // watch priced at 00:10 holds until then: bounded by the dearest rate
+    // of the book it would have run out within minutes, and been priced
+    // again and again on the way.
+    let book = format!(
+        r#"{{"type":"PriceBook",{},"version":1,"effective_from":"2026-10-01T00:00:00Z","currency":"USD","rates":[{{"model":"NVIDIA B200","reserved_per_gpu_hour":"100","quota_per_gpu_hour":"100","on_demand_per_gpu_hour":"100"}},{{"model":"NVIDIA H200","reserved_per_gpu_hour":"1","quota_per_gpu_hour":"2","on_demand_per_gpu_hour":"8"}}],"storage_per_gb_month":"0","egress_per_gb":"0","overhead_pct":"0","reservation_charge":"window","idle_distribution":"central"}}"#,
+        env("book-1", "2026-10-01T00:00:00Z")
+    );
+    let lines = vec![
+        book,
+        inventory("p", 2, "2026-11-01T00:00:00Z"),
+        budget_policy("100", None),
+        admit("r1", "team-a", "j1", 1, 1, "2026-11-01T00:00:00Z"),
+        job("j1", "team-a", "started", "2026-11-01T00:00:00Z"),
+        clock("2026-11-01T00:10:00Z"),
+    ];
+    let mut ledger = Ledger::new(LedgerConfig::default());
+    run_accepted(&mut ledger, &lines);
+    let line_reached = Timestamp::from_secs(1_793_491_200 + 25 * 3600);
+    assert_eq!(line_reached.to_string(), "2026-11-02T01:00:00Z");
+    let until = ledger.budget_watch.get("p", "team-a").unwrap().until();
+    // Rates round up and the room down by a margin of ten cents: three
+    // minutes early at most.
+    assert!(
+        until <= line_reached && until >= line_reached.plus_micros(-180_000_000),
+        "the watch holds until {until}"
+    );
+
+    // The line is still alerted when reached, and only then.
+    let more = vec![clock("2026-11-02T00:50:00Z"), clock("2026-11-02T01:00:10Z")];
+    let outcomes = run_accepted(&mut ledger, &more);
+    assert!(alerts(&outcomes[..1]).is_empty());
+    assert_eq!(
+        alerts(&outcomes[1..]),
+        vec![("money".to_owned(), 50, "50.01".to_owned())]
+    );
+}

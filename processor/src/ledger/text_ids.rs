@@ -23,6 +23,22 @@ pub(crate) struct TextIds {
     index: HashTable<Slot>,
 }
 
+/// A text found not kept, with its hash (from [`TextIds::find_or_absent`]):
+/// keeping it then costs no second hash or probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Absent {
+    hash: u32,
+}
+
+impl Absent {
+    /// `text`, looked for where no table holds it yet.
+    pub(crate) fn of(text: &str) -> Self {
+        Self {
+            hash: hash_of(text),
+        }
+    }
+}
+
 /// One text's place in the index: its number, and the low half of its
 /// hash, so that growing the index and most mismatches never read the
 /// text itself.
@@ -59,11 +75,23 @@ impl TextIds {
             .map(|s| s.id)
     }
 
-    /// Keeps `text`, not kept yet, and gives its number (one probe fewer
-    /// than [`TextIds::intern`]).
-    pub(crate) fn insert_new(&mut self, text: &str) -> TextId {
+    /// The number of `text`, or, where it is not kept, what
+    /// [`TextIds::insert_absent`] needs to keep it without hashing it again.
+    pub(crate) fn find_or_absent(&self, text: &str) -> Result<TextId, Absent> {
+        let hash = hash_of(text);
+        self.find_hashed(hash, text).ok_or(Absent { hash })
+    }
+
+    /// Keeps `text`, found absent (and not kept since), and gives its
+    /// number.
+    pub(crate) fn insert_absent(&mut self, absent: Absent, text: &str) -> TextId {
+        debug_assert_eq!(
+            absent.hash,
+            hash_of(text),
+            "{text} is not what was looked for"
+        );
         debug_assert!(self.find(text).is_none(), "{text} is kept already");
-        self.push(hash_of(text), text)
+        self.push(absent.hash, text)
     }
 
     /// The number of `text`, kept now if it was not.
@@ -147,7 +175,7 @@ mod tests {
     fn texts_keep_their_numbers_and_are_found_by_content() {
         let mut ids = TextIds::default();
         assert_eq!(ids.find("a"), None);
-        assert_eq!(ids.insert_new("a"), 0);
+        assert_eq!(ids.intern("a"), 0);
         assert_eq!(ids.intern(""), 1);
         assert_eq!(ids.intern("a"), 0);
         for i in 0..10_000 {
@@ -161,6 +189,11 @@ mod tests {
         assert_eq!(ids.get(7), "id-5");
         let all: Vec<_> = ids.iter().take(3).collect();
         assert_eq!(all, [(0, "a"), (1, ""), (2, "id-0")]);
+
+        let absent = ids.find_or_absent("new").unwrap_err();
+        assert_eq!(ids.find_or_absent("id-0"), Ok(2));
+        assert_eq!(ids.insert_absent(absent, "new"), 10_002);
+        assert_eq!(ids.find("new"), Some(10_002));
 
         let mut list = TextList::default();
         assert_eq!(list.push("x"), 0);

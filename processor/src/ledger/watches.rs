@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use gpuledger_schemas::billing::Segment;
+use gpuledger_schemas::pricing::RateKind;
 use gpuledger_schemas::{Event, EventBody, Rational, Timestamp};
 
 /// Each budgeted tenant's watch, by pool and tenant: looked up by
@@ -168,56 +169,79 @@ fn micros_between(from: Timestamp, to: Timestamp) -> i128 {
     i128::from(to.as_micros().saturating_sub(from.as_micros()).max(0))
 }
 
+/// Per-GE-hour rates by the rate a kind of use is priced at: reserved,
+/// quota, on-demand (burst and unadmitted use).
+pub(crate) type KindRates<T> = [T; 3];
+
+/// Where `kind`'s rate sits in a [`KindRates`].
+pub(crate) fn kind_index(kind: RateKind) -> usize {
+    match kind {
+        RateKind::Reserved => 0,
+        RateKind::Quota => 1,
+        RateKind::OnDemand => 2,
+    }
+}
+
 /// How far one figure (money or GPU hours) is from where a decision could
-/// change, as of `Watch::at`, and how fast it may move there at most, per
-/// GE-hour of running use and in all. A rising figure is below its next
-/// line and grows as time passes and segments open; a falling one is at or
-/// above its budget and can only come down by health credits on running
-/// use, or by a segment closed back in time. All three are counted in
-/// [`SCALE`] units.
+/// change, as of `Watch::at`, and how fast it may move there at most: in
+/// all, and per GE-hour of each kind of use that opens or closes later. A
+/// rising figure is below its next line and grows as time passes and
+/// segments open; a falling one is at or above its budget and can only
+/// come down by health credits on running use, or by a segment closed back
+/// in time. All are counted in [`SCALE`] units.
+///
+/// A segment's rate is its own kind's: the one added when it opens (or
+/// counted in `per_hour` when the watch began) is the one taken off when it
+/// closes, so the bound stays tight without ever falling below the truth.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Headroom {
     room: i128,
-    per_ge_hour: i128,
+    per_ge_hour: KindRates<i128>,
     per_hour: i128,
     falling: bool,
 }
 
 impl Headroom {
-    /// `room` left, moved at `per_ge_hour` by each of `accruing` GE.
+    /// `room` left, moving at `per_hour` now; each GE of a kind moves it at
+    /// that kind's `per_ge_hour`.
     pub(super) fn new(
         room: &Rational,
-        per_ge_hour: &Rational,
-        accruing: &Rational,
+        per_ge_hour: &KindRates<Rational>,
+        per_hour: &Rational,
         falling: bool,
     ) -> Self {
         Self {
             room: scaled_down(room),
-            per_ge_hour: scaled_up(per_ge_hour),
-            per_hour: scaled_up(&(accruing.clone() * per_ge_hour.clone())),
+            per_ge_hour: per_ge_hour.each_ref().map(scaled_up),
+            per_hour: scaled_up(per_hour),
             falling,
         }
     }
 
-    /// This figure's rate for `ge` GE: rounded up, or down.
-    fn rate_of(&self, ge: &Rational, up: bool) -> i128 {
+    /// This figure's rate for `ge` GE of `kind`: rounded up, or down.
+    fn rate_of(&self, ge: &Rational, kind: RateKind, up: bool) -> i128 {
         let Some((n, d)) = ge.to_i64_pair() else {
             return if up { i128::MAX } else { 0 };
         };
         let n = i128::from(n.max(0));
+        let per_ge_hour = self.per_ge_hour[kind_index(kind)];
         if up {
-            mul_div_up(self.per_ge_hour, n, i128::from(d))
+            mul_div_up(per_ge_hour, n, i128::from(d))
         } else {
-            mul_div_down(self.per_ge_hour, n, i128::from(d))
+            mul_div_down(per_ge_hour, n, i128::from(d))
         }
     }
 }
 
-/// A snapshot stores a headroom as exact rationals, as it always has.
+/// A snapshot stores a headroom as exact rationals. `per_ge_hour` is the
+/// dearest kind's rate, the only one before rates were kept by kind; a
+/// snapshot without `per_ge_hour_by_kind` gives it to every kind.
 #[derive(Serialize, Deserialize)]
 struct StoredHeadroom {
     room: Rational,
     per_ge_hour: Rational,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    per_ge_hour_by_kind: Option<KindRates<Rational>>,
     per_hour: Rational,
     falling: bool,
 }
@@ -225,9 +249,11 @@ struct StoredHeadroom {
 impl Serialize for Headroom {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let exact = |n: i128| Rational::from_i128_ratio(n, SCALE).unwrap_or_default();
+        let dearest = self.per_ge_hour.iter().copied().max().unwrap_or_default();
         StoredHeadroom {
             room: exact(self.room),
-            per_ge_hour: exact(self.per_ge_hour),
+            per_ge_hour: exact(dearest),
+            per_ge_hour_by_kind: Some(self.per_ge_hour.map(exact)),
             per_hour: exact(self.per_hour),
             falling: self.falling,
         }
@@ -238,9 +264,13 @@ impl Serialize for Headroom {
 impl<'de> Deserialize<'de> for Headroom {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let stored = StoredHeadroom::deserialize(d)?;
+        let per_ge_hour = match &stored.per_ge_hour_by_kind {
+            Some(rates) => rates.each_ref().map(scaled_up),
+            None => [scaled_up(&stored.per_ge_hour); 3],
+        };
         Ok(Headroom {
             room: scaled_down(&stored.room),
-            per_ge_hour: scaled_up(&stored.per_ge_hour),
+            per_ge_hour,
             per_hour: scaled_up(&stored.per_hour),
             falling: stored.falling,
         })
@@ -324,11 +354,17 @@ impl Watch {
     /// A segment of `ge` opened at `start` and runs on: every figure loses
     /// what it may have moved since its start (a rising one its compute, a
     /// falling one credits, were its devices failed), and may move faster.
-    fn opened(&mut self, ge: &Rational, start: Timestamp, now: Timestamp) -> Option<()> {
+    fn opened(
+        &mut self,
+        ge: &Rational,
+        kind: RateKind,
+        start: Timestamp,
+        now: Timestamp,
+    ) -> Option<()> {
         self.advance(now);
         let since_start = micros_between(start, now);
         for f in &mut self.figures {
-            let rate = f.rate_of(ge, true);
+            let rate = f.rate_of(ge, kind, true);
             let moved = mul_div_up(rate, since_start, MICROS_PER_HOUR);
             f.room = f.room.saturating_sub(moved);
             f.per_hour = f.per_hour.saturating_add(rate);
@@ -340,16 +376,23 @@ impl Watch {
     /// segment had accrued after `end`. A rising one slows down: every
     /// segment that closes was counted in its rate, running when the watch
     /// began or opened since (a split closes one and opens the next); its
-    /// rate comes off rounded down, so the rate left is never too low.
-    fn closed(&mut self, ge: &Rational, end: Timestamp, now: Timestamp) -> Option<()> {
+    /// kind's rate comes off rounded down, so the rate left is never too
+    /// low.
+    fn closed(
+        &mut self,
+        ge: &Rational,
+        kind: RateKind,
+        end: Timestamp,
+        now: Timestamp,
+    ) -> Option<()> {
         self.advance(now);
         let after_end = micros_between(end, now);
         for f in &mut self.figures {
             if f.falling {
-                let moved = mul_div_up(f.rate_of(ge, true), after_end, MICROS_PER_HOUR);
+                let moved = mul_div_up(f.rate_of(ge, kind, true), after_end, MICROS_PER_HOUR);
                 f.room = f.room.saturating_sub(moved);
             } else {
-                f.per_hour = (f.per_hour - f.rate_of(ge, false)).max(0);
+                f.per_hour = (f.per_hour - f.rate_of(ge, kind, false)).max(0);
             }
         }
         self.settle()
@@ -392,9 +435,10 @@ pub(crate) fn revise<'e>(
         let Some(watch) = watches.get_mut(&s.pool, &s.tenant) else {
             continue;
         };
+        let kind = s.kind.rate_kind();
         let kept = match s.end {
-            None => watch.opened(&s.ge(), s.start, now),
-            Some(end) => watch.closed(&s.ge(), end, now),
+            None => watch.opened(&s.ge(), kind, s.start, now),
+            Some(end) => watch.closed(&s.ge(), kind, end, now),
         };
         match kept.map(|()| watch.until) {
             Some(until) => watches.lower_quiet(until),
