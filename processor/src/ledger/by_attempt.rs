@@ -29,7 +29,75 @@ impl std::fmt::Display for Named<'_> {
 
 /// Values by (job, attempt).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ByAttempt<V>(ByText<Vec<(i32, V)>>);
+pub(crate) struct ByAttempt<V>(ByText<Attempts<V>>);
+
+/// One job's attempts, sorted by attempt. Nearly every job has one at a
+/// time, kept in place: a job then costs no list of its own on the heap.
+#[derive(Debug, Clone)]
+enum Attempts<V> {
+    One([(i32, V); 1]),
+    /// Any number; empty (which allocates nothing) only while the first
+    /// goes in or the last comes out.
+    Many(Vec<(i32, V)>),
+}
+
+impl<V> Attempts<V> {
+    fn none() -> Self {
+        Attempts::Many(Vec::new())
+    }
+
+    fn as_slice(&self) -> &[(i32, V)] {
+        match self {
+            Attempts::One(one) => one,
+            Attempts::Many(many) => many,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [(i32, V)] {
+        match self {
+            Attempts::One(one) => one,
+            Attempts::Many(many) => many,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.as_slice().is_empty()
+    }
+
+    /// Puts `entry` at `i`, where [`find`] said it goes.
+    fn insert(&mut self, i: usize, entry: (i32, V)) {
+        *self = match std::mem::replace(self, Attempts::none()) {
+            Attempts::Many(many) if many.is_empty() => Attempts::One([entry]),
+            Attempts::Many(mut many) => {
+                many.insert(i, entry);
+                Attempts::Many(many)
+            }
+            Attempts::One([first]) => {
+                let mut many = Vec::with_capacity(2);
+                many.push(first);
+                many.insert(i, entry);
+                Attempts::Many(many)
+            }
+        };
+    }
+
+    /// Takes out the entry at `i`.
+    fn remove(&mut self, i: usize) -> (i32, V) {
+        if let Attempts::Many(many) = self {
+            return many.remove(i);
+        }
+        match std::mem::replace(self, Attempts::none()) {
+            Attempts::One([only]) => only,
+            Attempts::Many(mut many) => many.remove(i),
+        }
+    }
+}
+
+impl<V: PartialEq> PartialEq for Attempts<V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
 
 impl<V> Default for ByAttempt<V> {
     fn default() -> Self {
@@ -39,7 +107,7 @@ impl<V> Default for ByAttempt<V> {
 
 impl<V> ByAttempt<V> {
     pub(crate) fn get(&self, (job, attempt): AttemptKey<'_>) -> Option<&V> {
-        let attempts = self.0.get(job)?;
+        let attempts = self.0.get(job)?.as_slice();
         let i = find(attempts, attempt).ok()?;
         Some(&attempts[i].1)
     }
@@ -47,12 +115,13 @@ impl<V> ByAttempt<V> {
     /// The value of `(job, attempt)`, with the job's id as stored.
     pub(crate) fn get_with_job(&self, (job, attempt): AttemptKey<'_>) -> Option<(&Arc<str>, &V)> {
         let (job, attempts) = self.0.get_key_value(job)?;
+        let attempts = attempts.as_slice();
         let i = find(attempts, attempt).ok()?;
         Some((job, &attempts[i].1))
     }
 
     pub(crate) fn get_mut(&mut self, (job, attempt): AttemptKey<'_>) -> Option<&mut V> {
-        let attempts = self.0.get_mut(job)?;
+        let attempts = self.0.get_mut(job)?.as_mut_slice();
         let i = find(attempts, attempt).ok()?;
         Some(&mut attempts[i].1)
     }
@@ -67,14 +136,14 @@ impl<V> ByAttempt<V> {
         make: impl FnOnce() -> V,
     ) -> &mut V {
         let (_, attempts) = self.attempts_of(job);
-        let i = match find(attempts, attempt) {
+        let i = match find(attempts.as_slice(), attempt) {
             Ok(i) => i,
             Err(i) => {
                 attempts.insert(i, (attempt, make()));
                 i
             }
         };
-        &mut attempts[i].1
+        &mut attempts.as_mut_slice()[i].1
     }
 
     pub(crate) fn insert(&mut self, key: AttemptKey<'_>, value: V) -> Option<V> {
@@ -88,8 +157,8 @@ impl<V> ByAttempt<V> {
         value: V,
     ) -> (Option<V>, Arc<str>) {
         let (job, attempts) = self.attempts_of(job);
-        let old = match find(attempts, attempt) {
-            Ok(i) => Some(std::mem::replace(&mut attempts[i].1, value)),
+        let old = match find(attempts.as_slice(), attempt) {
+            Ok(i) => Some(std::mem::replace(&mut attempts.as_mut_slice()[i].1, value)),
             Err(i) => {
                 attempts.insert(i, (attempt, value));
                 None
@@ -99,14 +168,14 @@ impl<V> ByAttempt<V> {
     }
 
     /// `job`'s attempts, with its id as stored.
-    fn attempts_of(&mut self, job: &str) -> (&Arc<str>, &mut Vec<(i32, V)>) {
+    fn attempts_of(&mut self, job: &str) -> (&Arc<str>, &mut Attempts<V>) {
         // One hash of the id; it is copied only for a new job.
-        self.0.get_or_insert_with_key(job, || Vec::with_capacity(1))
+        self.0.get_or_insert_with_key(job, Attempts::none)
     }
 
     pub(crate) fn remove(&mut self, (job, attempt): AttemptKey<'_>) -> Option<V> {
         let attempts = self.0.get_mut(job)?;
-        let i = find(attempts, attempt).ok()?;
+        let i = find(attempts.as_slice(), attempt).ok()?;
         let (_, value) = attempts.remove(i);
         if attempts.is_empty() {
             self.0.remove(job);
@@ -118,6 +187,7 @@ impl<V> ByAttempt<V> {
     pub(crate) fn iter(&self) -> impl Iterator<Item = (AttemptKey<'_>, &V)> {
         self.0.iter().flat_map(|(job, attempts)| {
             attempts
+                .as_slice()
                 .iter()
                 .map(move |(attempt, v)| ((job, *attempt), v))
         })
@@ -127,7 +197,7 @@ impl<V> ByAttempt<V> {
     pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
         self.0
             .values()
-            .flat_map(|attempts| attempts.iter().map(|(_, v)| v))
+            .flat_map(|attempts| attempts.as_slice().iter().map(|(_, v)| v))
     }
 
     /// Every entry in (job, attempt) order.
@@ -177,6 +247,20 @@ mod tests {
         assert_eq!(keys, [("j-1", 1), ("j-1", 2), ("j-2", 1)]);
         assert_eq!(map.remove(("j-2", 1)), Some("b"));
         assert_eq!(map.remove(("j-2", 1)), None);
+        // A job's attempts go from one to several and back to none.
+        *map.get_or_insert_with(("j-3", 2), || "c2") = "c2'";
+        map.insert(("j-3", 3), "c3");
+        map.insert(("j-3", 1), "c1");
+        let keys: Vec<_> = map.sorted().into_iter().map(|(k, v)| (k, *v)).collect();
+        assert_eq!(
+            &keys[2..],
+            [(("j-3", 1), "c1"), (("j-3", 2), "c2'"), (("j-3", 3), "c3")]
+        );
+        for (attempt, value) in [(2, "c2'"), (1, "c1"), (3, "c3")] {
+            assert_eq!(map.remove(("j-3", attempt)), Some(value));
+        }
+        assert_eq!(map.get(("j-3", 3)), None);
+        assert_eq!(map.0.get("j-3"), None);
 
         // Stored as the pairs a map keyed by (job, attempt) would write.
         let text = serde_json::to_string(&map).unwrap();

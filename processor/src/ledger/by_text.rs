@@ -93,6 +93,11 @@ impl<V> ByText<V> {
         Some(found.remove().0.value)
     }
 
+    /// Keeps only the entries `keep` says yes to (it may change them).
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str, &mut V) -> bool) {
+        self.0.retain(|e| keep(&e.key, &mut e.value));
+    }
+
     /// Every key and value, in no order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
         self.0.iter().map(|e| (&*e.key, &e.value))
@@ -146,5 +151,13 @@ mod tests {
         assert_eq!(b.remove("new"), None);
         assert_eq!(b.len(), 1_000);
         assert_eq!(b.values().copied().max(), Some(999));
+        b.retain(|key, value| {
+            *value += 1;
+            key != "id-0"
+        });
+        assert_eq!(
+            (b.len(), b.get("id-0"), b.get("id-1")),
+            (999, None, Some(&2))
+        );
     }
 }

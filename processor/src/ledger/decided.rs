@@ -27,9 +27,45 @@ use super::text_ids::{Absent, TextId, TextIds, TextList};
 pub(crate) struct Decided {
     by_pool: BTreeMap<String, PoolDecided>,
     /// Cluster, tenant and reason texts, numbered once for every pool.
-    texts: TextIds,
+    texts: FieldTexts,
     /// Job and cause event ids, one after another.
     ids: TextList,
+}
+
+/// The texts of a decision's repeating fields, numbered once. Decisions
+/// one after another mostly repeat their cluster and reason, so the number
+/// each field took last is tried before the index.
+#[derive(Debug, Clone, Default)]
+struct FieldTexts {
+    ids: TextIds,
+    last: [Option<TextId>; 3],
+}
+
+/// A repeating field of a decision.
+#[derive(Debug, Clone, Copy)]
+enum Field {
+    Cluster = 0,
+    Tenant = 1,
+    Reason = 2,
+}
+
+impl FieldTexts {
+    /// The number of `text`, the value of `field`, kept now if it was not.
+    fn intern(&mut self, field: Field, text: &str) -> TextId {
+        let last = &mut self.last[field as usize];
+        if let Some(id) = *last
+            && self.ids.get(id) == text
+        {
+            return id;
+        }
+        let id = self.ids.intern(text);
+        *last = Some(id);
+        id
+    }
+
+    fn get(&self, id: TextId) -> &str {
+        self.ids.get(id)
+    }
 }
 
 /// One pool's decided requests: request ids numbered in the order first
@@ -207,7 +243,7 @@ struct Compact {
 }
 
 impl Kept {
-    fn of(event: &Arc<Event>, texts: &mut TextIds, ids: &mut TextList) -> Kept {
+    fn of(event: &Arc<Event>, texts: &mut FieldTexts, ids: &mut TextList) -> Kept {
         let EventBody::AdmissionDecision(d) = &event.body else {
             return Kept::Whole(Arc::clone(event));
         };
@@ -227,7 +263,7 @@ impl Kept {
 
     /// `event`, an admission decision in the state machine's own form, the
     /// `index`th of its cause, kept compact.
-    fn compact(event: &Arc<Event>, index: u32, texts: &mut TextIds, ids: &mut TextList) -> Kept {
+    fn compact(event: &Arc<Event>, index: u32, texts: &mut FieldTexts, ids: &mut TextList) -> Kept {
         let EventBody::AdmissionDecision(d) = &event.body else {
             return Kept::Whole(Arc::clone(event));
         };
@@ -235,9 +271,9 @@ impl Kept {
         Kept::Compact(Compact {
             index,
             event_time: envelope.event_time,
-            cluster: texts.intern(&envelope.cluster),
-            tenant: texts.intern(&d.tenant),
-            reason: texts.intern(&d.reason),
+            cluster: texts.intern(Field::Cluster, &envelope.cluster),
+            tenant: texts.intern(Field::Tenant, &d.tenant),
+            reason: texts.intern(Field::Reason, &d.reason),
             job_id: ids.push(&d.job_id),
             cause_event_id: ids.push(&d.cause_event_id),
             attempt: d.attempt,

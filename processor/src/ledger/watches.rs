@@ -3,7 +3,6 @@
 //! move there at most, so that the month is priced again only when a line
 //! could have been reached.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -12,16 +11,21 @@ use gpuledger_schemas::billing::Segment;
 use gpuledger_schemas::pricing::RateKind;
 use gpuledger_schemas::{Event, EventBody, Rational, Timestamp};
 
-/// Each budgeted tenant's watch, by pool and tenant: looked up by
-/// borrowed names after every event. A snapshot stores it as a list of
-/// ((pool, tenant), watch) pairs.
+use super::by_text::ByText;
+
+/// Each budgeted tenant's watch, by tenant and pool: looked up by
+/// borrowed names for every billing segment that opens or closes, and
+/// most tenants have no budget, so the tenant is hashed once and only its
+/// few pools compared. A snapshot stores it as a list of ((pool, tenant),
+/// watch) pairs in that order.
 ///
 /// Beside them, derived and not stored: an instant before which no
 /// budgeted tenant is due to be priced again (see [`Watches::quiet_at`]),
 /// so that most events need not look at every tenant's watch.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Watches {
-    by_pool: BTreeMap<String, BTreeMap<String, Watch>>,
+    /// A tenant with no watch left has no entry.
+    by_tenant: ByText<Vec<(String, Watch)>>,
     /// When `Some(t)`: every budgeted tenant has a watch, and none runs
     /// out before `t`. `None`: not known, look.
     quiet_until: Option<Timestamp>,
@@ -29,18 +33,20 @@ pub(crate) struct Watches {
 
 impl PartialEq for Watches {
     fn eq(&self, other: &Self) -> bool {
-        self.by_pool == other.by_pool
+        self.sorted() == other.sorted()
     }
 }
 
 impl Watches {
     /// `tenant`'s watch in `pool`, if one is kept.
     pub(crate) fn get(&self, pool: &str, tenant: &str) -> Option<&Watch> {
-        self.by_pool.get(pool)?.get(tenant)
+        let pools = self.by_tenant.get(tenant)?;
+        pools.iter().find(|(p, _)| p == pool).map(|(_, w)| w)
     }
 
     fn get_mut(&mut self, pool: &str, tenant: &str) -> Option<&mut Watch> {
-        self.by_pool.get_mut(pool)?.get_mut(tenant)
+        let pools = self.by_tenant.get_mut(tenant)?;
+        pools.iter_mut().find(|(p, _)| p == pool).map(|(_, w)| w)
     }
 
     /// Keeps `watch` for `tenant` in `pool`, or forgets it (`None`).
@@ -48,18 +54,18 @@ impl Watches {
         match watch {
             Some(watch) => {
                 self.lower_quiet(watch.until);
-                let tenants = match self.by_pool.get_mut(pool) {
-                    Some(tenants) => tenants,
-                    None => self.by_pool.entry(pool.to_owned()).or_default(),
-                };
-                tenants.insert(tenant.to_owned(), watch);
+                let pools = self.by_tenant.get_or_insert_with(tenant, Vec::new);
+                match pools.iter_mut().find(|(p, _)| p == pool) {
+                    Some((_, kept)) => *kept = watch,
+                    None => pools.push((pool.to_owned(), watch)),
+                }
             }
             None => {
                 self.quiet_until = None;
-                if let Some(tenants) = self.by_pool.get_mut(pool) {
-                    tenants.remove(tenant);
-                    if tenants.is_empty() {
-                        self.by_pool.remove(pool);
+                if let Some(pools) = self.by_tenant.get_mut(tenant) {
+                    pools.retain(|(p, _)| p != pool);
+                    if pools.is_empty() {
+                        self.by_tenant.remove(tenant);
                     }
                 }
             }
@@ -69,17 +75,35 @@ impl Watches {
     /// Forgets every watch in `pool`.
     fn forget_pool(&mut self, pool: &str) {
         self.quiet_until = None;
-        self.by_pool.remove(pool);
+        self.by_tenant.retain(|_, pools| {
+            pools.retain(|(p, _)| p != pool);
+            !pools.is_empty()
+        });
     }
 
     /// Forgets every watch.
     pub(crate) fn clear(&mut self) {
         self.quiet_until = None;
-        self.by_pool.clear();
+        self.by_tenant = ByText::default();
     }
 
     fn is_empty(&self) -> bool {
-        self.by_pool.is_empty()
+        self.by_tenant.len() == 0
+    }
+
+    /// Every watch by (pool, tenant), in that order.
+    fn sorted(&self) -> Vec<((&str, &str), &Watch)> {
+        let mut all: Vec<_> = self
+            .by_tenant
+            .iter()
+            .flat_map(|(tenant, pools)| {
+                pools
+                    .iter()
+                    .map(move |(pool, watch)| ((pool.as_str(), tenant), watch))
+            })
+            .collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        all
     }
 
     /// True when no budgeted tenant can be due at `now`: each has a watch
@@ -109,11 +133,7 @@ impl Watches {
 
 impl Serialize for Watches {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.by_pool.iter().flat_map(|(pool, tenants)| {
-            tenants
-                .iter()
-                .map(move |(tenant, watch)| ((pool, tenant), watch))
-        }))
+        s.collect_seq(self.sorted())
     }
 }
 
