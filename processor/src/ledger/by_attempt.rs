@@ -112,12 +112,16 @@ impl<V> ByAttempt<V> {
         Some(&attempts[i].1)
     }
 
-    /// The value of `(job, attempt)`, with the job's id as stored.
-    pub(crate) fn get_with_job(&self, (job, attempt): AttemptKey<'_>) -> Option<(&Arc<str>, &V)> {
-        let (job, attempts) = self.0.get_key_value(job)?;
-        let attempts = attempts.as_slice();
+    /// The value of `(job, attempt)` to change, with the job's id as
+    /// stored.
+    pub(crate) fn get_mut_with_job(
+        &mut self,
+        (job, attempt): AttemptKey<'_>,
+    ) -> Option<(&Arc<str>, &mut V)> {
+        let (job, attempts) = self.0.get_key_value_mut(job)?;
+        let attempts = attempts.as_mut_slice();
         let i = find(attempts, attempt).ok()?;
-        Some((job, &attempts[i].1))
+        Some((job, &mut attempts[i].1))
     }
 
     pub(crate) fn get_mut(&mut self, (job, attempt): AttemptKey<'_>) -> Option<&mut V> {
@@ -132,10 +136,19 @@ impl<V> ByAttempt<V> {
 
     pub(crate) fn get_or_insert_with(
         &mut self,
-        (job, attempt): AttemptKey<'_>,
+        key: AttemptKey<'_>,
         make: impl FnOnce() -> V,
     ) -> &mut V {
-        let (_, attempts) = self.attempts_of(job);
+        self.get_or_insert_with_job(key, make).1
+    }
+
+    /// [`ByAttempt::get_or_insert_with`], with the job's id as stored.
+    pub(crate) fn get_or_insert_with_job(
+        &mut self,
+        (job, attempt): AttemptKey<'_>,
+        make: impl FnOnce() -> V,
+    ) -> (&Arc<str>, &mut V) {
+        let (job, attempts) = self.attempts_of(job);
         let i = match find(attempts.as_slice(), attempt) {
             Ok(i) => i,
             Err(i) => {
@@ -143,7 +156,7 @@ impl<V> ByAttempt<V> {
                 i
             }
         };
-        &mut attempts.as_mut_slice()[i].1
+        (job, &mut attempts.as_mut_slice()[i].1)
     }
 
     pub(crate) fn insert(&mut self, key: AttemptKey<'_>, value: V) -> Option<V> {
@@ -173,14 +186,32 @@ impl<V> ByAttempt<V> {
         self.0.get_or_insert_with_key(job, Attempts::none)
     }
 
-    pub(crate) fn remove(&mut self, (job, attempt): AttemptKey<'_>) -> Option<V> {
-        let attempts = self.0.get_mut(job)?;
-        let i = find(attempts.as_slice(), attempt).ok()?;
-        let (_, value) = attempts.remove(i);
-        if attempts.is_empty() {
-            self.0.remove(job);
-        }
-        Some(value)
+    pub(crate) fn remove(&mut self, key: AttemptKey<'_>) -> Option<V> {
+        self.take(key, |_, value| value)
+    }
+
+    /// [`ByAttempt::remove`], giving the job's id as stored too.
+    pub(crate) fn remove_with_job(&mut self, key: AttemptKey<'_>) -> Option<(Arc<str>, V)> {
+        self.take(key, |job, value| (Arc::clone(job), value))
+    }
+
+    /// Takes out the value of `(job, attempt)` and gives `with` it and the
+    /// job's id as stored: one lookup, also where the job goes.
+    fn take<R>(
+        &mut self,
+        (job, attempt): AttemptKey<'_>,
+        with: impl FnOnce(&Arc<str>, V) -> R,
+    ) -> Option<R> {
+        let taken = self.0.change(
+            job,
+            |job, attempts| {
+                let i = find(attempts.as_slice(), attempt).ok()?;
+                let (_, value) = attempts.remove(i);
+                Some(with(job, value))
+            },
+            Attempts::is_empty,
+        );
+        taken.flatten()
     }
 
     /// Every entry, in no particular order.
@@ -260,6 +291,9 @@ mod tests {
             assert_eq!(map.remove(("j-3", attempt)), Some(value));
         }
         assert_eq!(map.get(("j-3", 3)), None);
+        map.insert(("j-3", 1), "c1");
+        let (job, value) = map.remove_with_job(("j-3", 1)).unwrap();
+        assert_eq!((&*job, value), ("j-3", "c1"));
         assert_eq!(map.0.get("j-3"), None);
 
         // Stored as the pairs a map keyed by (job, attempt) would write.

@@ -87,6 +87,32 @@ impl<V> ByText<V> {
         (&entry.key, &mut entry.value)
     }
 
+    /// `key`'s value to change, with the key as stored.
+    pub(crate) fn get_key_value_mut(&mut self, key: &str) -> Option<(&Arc<str>, &mut V)> {
+        let hash = hash_of(key);
+        self.0
+            .find_mut(hash, |e| e.is(hash, key))
+            .map(|e| (&e.key, &mut e.value))
+    }
+
+    /// Applies `change` to `key`'s value (with the key as stored), then
+    /// removes the entry if `empty` says it is: one lookup for both.
+    pub(crate) fn change<R>(
+        &mut self,
+        key: &str,
+        change: impl FnOnce(&Arc<str>, &mut V) -> R,
+        empty: impl FnOnce(&V) -> bool,
+    ) -> Option<R> {
+        let hash = hash_of(key);
+        let mut found = self.0.find_entry(hash, |e| e.is(hash, key)).ok()?;
+        let entry = found.get_mut();
+        let result = change(&entry.key, &mut entry.value);
+        if empty(&found.get().value) {
+            found.remove();
+        }
+        Some(result)
+    }
+
     pub(crate) fn remove(&mut self, key: &str) -> Option<V> {
         let hash = hash_of(key);
         let found = self.0.find_entry(hash, |e| e.is(hash, key)).ok()?;
@@ -147,6 +173,18 @@ mod tests {
         *b.get_or_insert_with("new", || 1) += 1;
         assert_eq!(b.get("id-8"), Some(&8));
         assert_eq!(b.get("new"), Some(&2));
+        assert_eq!(b.change("new", |_, v| *v += 1, |v| *v > 2), Some(()));
+        assert_eq!(b.get("new"), None);
+        *b.get_or_insert_with("new", || 1) += 1;
+        assert_eq!(
+            b.change("new", |k, v| (k.to_string(), *v), |_| false),
+            Some(("new".to_owned(), 2))
+        );
+        assert_eq!(
+            b.get_key_value_mut("new").map(|(k, v)| (&**k, *v)),
+            Some(("new", 2))
+        );
+        assert_eq!(b.change("none", |_, _| (), |_| true), None);
         assert_eq!(b.remove("new"), Some(2));
         assert_eq!(b.remove("new"), None);
         assert_eq!(b.len(), 1_000);

@@ -200,8 +200,8 @@ impl Decided {
             decision: c.decision,
             kind: c.kind,
             reason: self.texts.get(c.reason).to_owned(),
-            entitled_ge: c.entitled_ge.clone(),
-            used_ge: c.used_ge.clone(),
+            entitled_ge: exact(c.entitled_ge),
+            used_ge: exact(c.used_ge),
             ledger_partition: c.ledger_partition,
             ledger_offset: c.ledger_offset,
             cause_event_id: cause_event_id.to_owned(),
@@ -236,8 +236,9 @@ struct Compact {
     max_slices: i32,
     decision: AdmissionOutcome,
     kind: Option<HoldKind>,
-    entitled_ge: Rational,
-    used_ge: Rational,
+    /// Numerator and denominator, in lowest terms.
+    entitled_ge: (i64, i64),
+    used_ge: (i64, i64),
     ledger_partition: i32,
     ledger_offset: i64,
 }
@@ -267,6 +268,13 @@ impl Kept {
         let EventBody::AdmissionDecision(d) = &event.body else {
             return Kept::Whole(Arc::clone(event));
         };
+        // GE amounts are kept as two integers where they fit (always, for
+        // the state machine's own), the event whole where not.
+        let (Some(entitled_ge), Some(used_ge)) =
+            (d.entitled_ge.to_i64_pair(), d.used_ge.to_i64_pair())
+        else {
+            return Kept::Whole(Arc::clone(event));
+        };
         let envelope = &event.envelope;
         Kept::Compact(Compact {
             index,
@@ -281,12 +289,17 @@ impl Kept {
             max_slices: d.max_slices,
             decision: d.decision,
             kind: d.kind,
-            entitled_ge: d.entitled_ge.clone(),
-            used_ge: d.used_ge.clone(),
+            entitled_ge,
+            used_ge,
             ledger_partition: d.ledger_partition,
             ledger_offset: d.ledger_offset,
         })
     }
+}
+
+/// A kept GE amount as the rational it was.
+fn exact((numerator, denominator): (i64, i64)) -> Rational {
+    Rational::from_lowest_terms(numerator, denominator)
 }
 
 /// `text` as a decision's index, where writing the index back gives the

@@ -78,7 +78,11 @@ pub(crate) fn apply(
                 .map(|s| s.kind);
             match kind {
                 Some(kind) => segments::split(pool, key, kind, at, &devices, out),
-                None => segments::join(pool, key, &devices),
+                None => {
+                    if let Some(attempt) = pool.attempts.get_mut(key) {
+                        segments::join(attempt, &devices);
+                    }
+                }
             }
         }
         JobState::Started => {
@@ -124,9 +128,10 @@ pub(crate) fn apply(
                 );
                 unadmitted_ge = Some(ge);
             }
-            let attempt = pool
+            let model = pool.inventory.shared_model();
+            let (job_id, attempt) = pool
                 .attempts
-                .get_or_insert_with(key, || Attempt::new(tenant));
+                .get_or_insert_with_job(key, || Attempt::new(tenant));
             attempt.phase = AttemptPhase::Running;
             attempt.started_at = Some(at);
             attempt.devices = devices;
@@ -134,12 +139,14 @@ pub(crate) fn apply(
             let (kind, ge) = admitted
                 .or(unadmitted_ge.map(|ge| (UseKind::Unadmitted, ge)))
                 .unwrap_or((UseKind::Unadmitted, Ge::zero()));
-            segments::open(pool, key, kind, ge, at, out);
+            let job = (job_id, key.1);
+            segments::open((&pool.name, model), job, attempt, kind, ge, at, out);
         }
         JobState::Cancelled if phase != Some(AttemptPhase::Running) => {
             // Cancelled before it started: just release the hold.
             pool.holds.remove(key);
-            end(pool, key, e, records);
+            let attempt = pool.attempts.remove(key);
+            end(attempt.as_ref(), key, e, records);
         }
         JobState::Completed | JobState::Failed | JobState::Cancelled | JobState::Preempted => {
             if phase != Some(AttemptPhase::Running) {
@@ -157,18 +164,23 @@ pub(crate) fn apply(
                 ));
             }
             pool.holds.remove(key);
-            segments::close(pool, key, &segments::Ending { at, event: e }, out);
-            end(pool, key, e, records);
+            let model = pool.inventory.shared_model();
+            let mut attempt = pool.attempts.remove_with_job(key);
+            if let Some((job_id, attempt)) = &mut attempt {
+                let ending = segments::Ending { at, event: e };
+                let job = (&*job_id, key.1);
+                segments::close((&pool.name, model), job, attempt, &ending, out);
+            }
+            end(attempt.as_ref().map(|(_, a)| a), key, e, records);
         }
     }
     Ok(())
 }
 
-/// The attempt is over: it leaves the live state for the records, where
-/// its tenant is kept to reject what comes after its end. Nothing may fail
-/// after this.
-fn end(pool: &mut super::Pool, key: AttemptKey<'_>, e: &JobEvent, records: &mut Records) {
-    let attempt = pool.attempts.remove(key);
-    let tenant = attempt.as_ref().map_or(e.tenant.as_str(), |a| &a.tenant);
+/// The attempt is over, and has left the live state (`attempt`, where it
+/// was there) for the records, where its tenant is kept to reject what
+/// comes after its end. Nothing may fail after this.
+fn end(attempt: Option<&Attempt>, key: AttemptKey<'_>, e: &JobEvent, records: &mut Records) {
+    let tenant = attempt.map_or(e.tenant.as_str(), |a| &a.tenant);
     records.ended.insert(&e.pool, key, tenant);
 }

@@ -11,7 +11,7 @@ use gpuledger_schemas::events::JobEvent;
 
 use super::by_attempt::AttemptKey;
 use super::decide::Decisions;
-use super::{Ge, OpenSegment, Pool};
+use super::{Attempt, Ge, OpenSegment, Pool};
 
 /// How the attempt's allocation ends, on its last segment.
 pub(crate) struct Ending<'a> {
@@ -19,24 +19,27 @@ pub(crate) struct Ending<'a> {
     pub(crate) event: &'a JobEvent,
 }
 
+/// The billing row of `attempt`, numbered `number` of the job whose id
+/// the state stores as `job_id`, in the pool `pool_name` of GPU `model`.
 fn row(
-    pool: &Pool,
-    key: AttemptKey<'_>,
+    pool_name: &Arc<str>,
+    model: Arc<str>,
+    (job_id, number): (&Arc<str>, i32),
+    attempt: &Attempt,
     segment: &OpenSegment,
     end: Option<Timestamp>,
     ending: Option<&Ending<'_>>,
 ) -> Option<Segment> {
-    let (job_id, attempt) = pool.attempts.get_with_job(key)?;
     let (slices, max_slices) = segment.ge.to_i64_pair()?;
     Some(Segment {
-        pool: Arc::clone(&pool.name),
+        pool: Arc::clone(pool_name),
         tenant: Arc::clone(&attempt.tenant),
         job_id: Arc::clone(job_id),
-        attempt: key.1,
+        attempt: number,
         kind: segment.kind,
         slices,
         max_slices,
-        model: pool.inventory.shared_model(),
+        model,
         devices: Arc::clone(&attempt.devices),
         start: segment.start,
         end,
@@ -67,10 +70,13 @@ fn sorted_once(devices: impl Iterator<Item = Arc<str>>) -> Arc<[Arc<str>]> {
     list.into()
 }
 
-/// Opens the attempt's first segment at `at`.
+/// Opens a segment of `attempt` (numbered `number` of the job stored as
+/// `job_id`, in `pool_name` of GPU `model`) at `at`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn open(
-    pool: &mut Pool,
-    key: AttemptKey<'_>,
+    (pool_name, model): (&Arc<str>, Arc<str>),
+    job: (&Arc<str>, i32),
+    attempt: &mut Attempt,
     kind: UseKind,
     ge: Ge,
     at: Timestamp,
@@ -81,12 +87,10 @@ pub(crate) fn open(
         kind,
         ge,
     };
-    if let Some(r) = row(pool, key, &segment, None, None) {
+    if let Some(r) = row(pool_name, model, job, attempt, &segment, None, None) {
         out.segment(r);
     }
-    if let Some(attempt) = pool.attempts.get_mut(key) {
-        attempt.segment = Some(segment);
-    }
+    attempt.segment = Some(segment);
 }
 
 /// Cuts a running attempt's segment at `at` and goes on at `kind` (a
@@ -101,39 +105,68 @@ pub(crate) fn split(
     joined: &[Arc<str>],
     out: &mut Decisions<'_>,
 ) {
-    let Some(current) = pool.attempts.get(key).and_then(|a| a.segment.clone()) else {
+    let model = pool.inventory.shared_model();
+    let Some((job_id, attempt)) = pool.attempts.get_mut_with_job(key) else {
         return;
     };
+    let Some(current) = attempt.segment.clone() else {
+        return;
+    };
+    let job = (job_id, key.1);
     if at > current.start
-        && let Some(closed) = row(pool, key, &current, Some(at), None)
+        && let Some(closed) = row(
+            &pool.name,
+            model.clone(),
+            job,
+            attempt,
+            &current,
+            Some(at),
+            None,
+        )
     {
         out.segment(closed);
     }
-    join(pool, key, joined);
+    join(attempt, joined);
     // A cut at or before the segment's start restates the whole segment.
     let start = current.start.max(at);
-    open(pool, key, kind, current.ge, start, out);
+    open(
+        (&pool.name, model),
+        job,
+        attempt,
+        kind,
+        current.ge,
+        start,
+        out,
+    );
 }
 
 /// The attempt holds `joined` devices too.
-pub(crate) fn join(pool: &mut Pool, key: AttemptKey<'_>, joined: &[Arc<str>]) {
-    if let Some(attempt) = pool.attempts.get_mut(key) {
-        attempt.devices = sorted_once(attempt.devices.iter().chain(joined).cloned());
-    }
+pub(crate) fn join(attempt: &mut Attempt, joined: &[Arc<str>]) {
+    attempt.devices = sorted_once(attempt.devices.iter().chain(joined).cloned());
 }
 
-/// Closes the attempt's last segment at its terminal event.
+/// Closes the last segment of `attempt`, just taken out of the live state,
+/// at its terminal event.
 pub(crate) fn close(
-    pool: &mut Pool,
-    key: AttemptKey<'_>,
+    (pool_name, model): (&Arc<str>, Arc<str>),
+    job: (&Arc<str>, i32),
+    attempt: &mut Attempt,
     ending: &Ending<'_>,
     out: &mut Decisions<'_>,
 ) {
-    let Some(current) = pool.attempts.get_mut(key).and_then(|a| a.segment.take()) else {
+    let Some(current) = attempt.segment.take() else {
         return;
     };
     let end = ending.at.max(current.start);
-    if let Some(closed) = row(pool, key, &current, Some(end), Some(ending)) {
+    if let Some(closed) = row(
+        pool_name,
+        model,
+        job,
+        attempt,
+        &current,
+        Some(end),
+        Some(ending),
+    ) {
         out.segment(closed);
     }
 }
