@@ -34,6 +34,14 @@ fn key_of(segment: &Segment) -> (&str, i32, Timestamp) {
     (&segment.job_id, segment.attempt, segment.start)
 }
 
+/// Whether two rows are of the same segment. The open and the closed row
+/// of one segment usually share their job's id: then its text is not read.
+fn same_key(a: &Segment, b: &Segment) -> bool {
+    a.attempt == b.attempt
+        && a.start == b.start
+        && (Arc::ptr_eq(&a.job_id, &b.job_id) || a.job_id == b.job_id)
+}
+
 fn hash_of(segment: &Segment) -> u64 {
     FxBuildHasher.hash_one(key_of(segment))
 }
@@ -172,10 +180,9 @@ impl TenantRows {
     /// one is closed and this one open.
     fn insert(&mut self, segment: Arc<Segment>) {
         let hash = hash_of(&segment);
-        let key = key_of(&segment);
         let rows = &mut self.rows;
         // The kept hash first: a row's segment and texts lie elsewhere.
-        let same = |&i: &usize| rows[i].hash == hash && key_of(&rows[i].segment) == key;
+        let same = |&i: &usize| rows[i].hash == hash && same_key(&rows[i].segment, &segment);
         match self.index.find(hash, same) {
             Some(&i) => {
                 let known = &mut rows[i];
