@@ -165,13 +165,14 @@ pub(crate) fn apply(
             }
             pool.holds.remove(key);
             let model = pool.inventory.shared_model();
-            let mut attempt = pool.attempts.remove_with_job(key);
-            if let Some((job_id, attempt)) = &mut attempt {
+            // Out of the live state in the same lookup that closes it.
+            let mut removed = pool.attempts.remove_with_job(key);
+            if let Some((job_id, attempt)) = &mut removed {
                 let ending = segments::Ending { at, event: e };
                 let job = (&*job_id, key.1);
                 segments::close((&pool.name, model), job, attempt, &ending, out);
             }
-            end(attempt.as_ref().map(|(_, a)| a), key, e, records);
+            end(removed.as_ref().map(|(_, a)| a), key, e, records);
         }
     }
     Ok(())

@@ -72,7 +72,6 @@ fn sorted_once(devices: impl Iterator<Item = Arc<str>>) -> Arc<[Arc<str>]> {
 
 /// Opens a segment of `attempt` (numbered `number` of the job stored as
 /// `job_id`, in `pool_name` of GPU `model`) at `at`.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn open(
     (pool_name, model): (&Arc<str>, Arc<str>),
     job: (&Arc<str>, i32),
