@@ -353,8 +353,9 @@ fn watch_of(
 /// For each kind of rate, the dearest per-GPU-hour rate any book for
 /// `pool` gives `model`, the pool's one GPU model (any model while the pool
 /// has none), as a segment may have started under an earlier book; and the
-/// largest overhead fraction (never below zero). A book without a rate for
-/// the model fails to price the month, which leaves no watch.
+/// largest overhead fraction (never below zero). A book with no rate for
+/// the model cannot price its use at all: the month then fails to price,
+/// and its budgets go unchecked, with a watch or without.
 fn dearest(billing: &Facts, pool: &str, model: &str) -> (KindRates<Rational>, Rational) {
     let mut rates: KindRates<Rational> = Default::default();
     let mut overhead = Rational::zero();
