@@ -290,8 +290,7 @@ fn watch_of(
     let markup = Rational::from_integer(1) + overhead;
     let money_rates = rates.map(|rate| rate * markup.clone());
     let dearest_money = money_rates.iter().max().cloned().unwrap_or_default();
-    let hour_rates: KindRates<Rational> = Default::default();
-    let hour_rates = hour_rates.map(|_| Rational::from_integer(1));
+    let hour_rates: KindRates<Rational> = std::array::from_fn(|_| Rational::from_integer(1));
     // Running use at its own kind's rate. Windows add the reserved rate:
     // unused reserved GE is charged at it, and used reserved GE, counted
     // among the running too, is not charged twice; so the bound is loose

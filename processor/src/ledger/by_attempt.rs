@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use super::by_text::ByText;
+use super::few::Few;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -33,71 +34,7 @@ pub(crate) struct ByAttempt<V>(ByText<Attempts<V>>);
 
 /// One job's attempts, sorted by attempt. Nearly every job has one at a
 /// time, kept in place: a job then costs no list of its own on the heap.
-#[derive(Debug, Clone)]
-enum Attempts<V> {
-    One([(i32, V); 1]),
-    /// Any number; empty (which allocates nothing) only while the first
-    /// goes in or the last comes out.
-    Many(Vec<(i32, V)>),
-}
-
-impl<V> Attempts<V> {
-    fn none() -> Self {
-        Attempts::Many(Vec::new())
-    }
-
-    fn as_slice(&self) -> &[(i32, V)] {
-        match self {
-            Attempts::One(one) => one,
-            Attempts::Many(many) => many,
-        }
-    }
-
-    fn as_mut_slice(&mut self) -> &mut [(i32, V)] {
-        match self {
-            Attempts::One(one) => one,
-            Attempts::Many(many) => many,
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.as_slice().is_empty()
-    }
-
-    /// Puts `entry` at `i`, where [`find`] said it goes.
-    fn insert(&mut self, i: usize, entry: (i32, V)) {
-        *self = match std::mem::replace(self, Attempts::none()) {
-            Attempts::Many(many) if many.is_empty() => Attempts::One([entry]),
-            Attempts::Many(mut many) => {
-                many.insert(i, entry);
-                Attempts::Many(many)
-            }
-            Attempts::One([first]) => {
-                let mut many = Vec::with_capacity(2);
-                many.push(first);
-                many.insert(i, entry);
-                Attempts::Many(many)
-            }
-        };
-    }
-
-    /// Takes out the entry at `i`.
-    fn remove(&mut self, i: usize) -> (i32, V) {
-        if let Attempts::Many(many) = self {
-            return many.remove(i);
-        }
-        match std::mem::replace(self, Attempts::none()) {
-            Attempts::One([only]) => only,
-            Attempts::Many(mut many) => many.remove(i),
-        }
-    }
-}
-
-impl<V: PartialEq> PartialEq for Attempts<V> {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_slice() == other.as_slice()
-    }
-}
+type Attempts<V> = Few<(i32, V)>;
 
 impl<V> Default for ByAttempt<V> {
     fn default() -> Self {
@@ -183,7 +120,7 @@ impl<V> ByAttempt<V> {
     /// `job`'s attempts, with its id as stored.
     fn attempts_of(&mut self, job: &str) -> (&Arc<str>, &mut Attempts<V>) {
         // One hash of the id; it is copied only for a new job.
-        self.0.get_or_insert_with_key(job, Attempts::none)
+        self.0.get_or_insert_with_key(job, Few::none)
     }
 
     pub(crate) fn remove(&mut self, key: AttemptKey<'_>) -> Option<V> {
@@ -209,7 +146,7 @@ impl<V> ByAttempt<V> {
                 let (_, value) = attempts.remove(i);
                 Some(with(job, value))
             },
-            Attempts::is_empty,
+            Few::is_empty,
         );
         taken.flatten()
     }

@@ -7,7 +7,6 @@
 //! expiry order are rebuilt when it is read.
 
 use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
 use std::sync::Arc;
 
 use gpuledger_schemas::Timestamp;
@@ -15,6 +14,7 @@ use gpuledger_schemas::events::HoldKind;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::by_attempt::{AttemptKey, ByAttempt};
+use super::few::Few;
 use super::{Ge, Hold};
 
 /// One tenant's Σ GE of holds, by kind.
@@ -79,11 +79,9 @@ impl Holds {
         let expires_at = hold.expires_at;
         let (_, job) = self.by_attempt.insert_shared(key, hold);
         if let Some(at) = expires_at {
-            match self.expiries.entry(at) {
-                Entry::Occupied(mut due) => due.get_mut().insert(job, key.1),
-                Entry::Vacant(place) => {
-                    place.insert(Due::One(job, key.1));
-                }
+            let due = self.expiries.entry(at).or_insert_with(Few::none);
+            if let Err(place) = find(due.as_slice(), (&job, key.1)) {
+                due.insert(place, (job, key.1));
             }
         }
     }
@@ -161,7 +159,8 @@ impl Holds {
     /// The unstarted hold that expires first, if any.
     pub(crate) fn next_expiry(&self) -> Option<(Timestamp, AttemptKey<'_>)> {
         let (at, due) = self.expiries.first_key_value()?;
-        due.first().map(|key| (*at, key))
+        let (job, attempt) = due.as_slice().first()?;
+        Some((*at, (&**job, *attempt)))
     }
 
     /// `tenant`'s holds of `kind`, oldest admission first.
@@ -206,49 +205,7 @@ impl Holds {
 /// The attempts whose holds expire at one instant, in (job, attempt)
 /// order: nearly always one, kept without a list of its own. The job ids
 /// are the holds' own.
-#[derive(Debug, Clone, PartialEq)]
-enum Due {
-    One(Arc<str>, i32),
-    Many(Vec<(Arc<str>, i32)>),
-}
-
-impl Due {
-    fn insert(&mut self, job: Arc<str>, attempt: i32) {
-        match self {
-            Due::One(j, a) if (&**j, *a) == (&*job, attempt) => {}
-            Due::One(j, a) => {
-                // A second one at the same instant: a list, kept in order.
-                *self = Due::Many(vec![(Arc::clone(j), *a)]);
-                self.insert(job, attempt);
-            }
-            Due::Many(all) => {
-                if let Err(at) = find(all, (&job, attempt)) {
-                    all.insert(at, (job, attempt));
-                }
-            }
-        }
-    }
-
-    /// Takes `key` out; true when none is left.
-    fn remove(&mut self, (job, attempt): AttemptKey<'_>) -> bool {
-        match self {
-            Due::One(j, a) => (&**j, *a) == (job, attempt),
-            Due::Many(all) => {
-                if let Ok(at) = find(all, (job, attempt)) {
-                    all.remove(at);
-                }
-                all.is_empty()
-            }
-        }
-    }
-
-    fn first(&self) -> Option<AttemptKey<'_>> {
-        match self {
-            Due::One(job, attempt) => Some((&**job, *attempt)),
-            Due::Many(all) => all.first().map(|(job, attempt)| (&**job, *attempt)),
-        }
-    }
-}
+type Due = Few<(Arc<str>, i32)>;
 
 /// Where `key` is, or would go, in a list in (job, attempt) order.
 fn find(all: &[(Arc<str>, i32)], (job, attempt): AttemptKey<'_>) -> Result<usize, usize> {
@@ -257,9 +214,13 @@ fn find(all: &[(Arc<str>, i32)], (job, attempt): AttemptKey<'_>) -> Result<usize
 
 /// Takes `key` out of the holds expiring at `at`.
 fn forget_expiry(expiries: &mut BTreeMap<Timestamp, Due>, at: Timestamp, key: AttemptKey<'_>) {
-    if let Some(due) = expiries.get_mut(&at)
-        && due.remove(key)
-    {
+    let Some(due) = expiries.get_mut(&at) else {
+        return;
+    };
+    if let Ok(place) = find(due.as_slice(), key) {
+        due.remove(place);
+    }
+    if due.is_empty() {
         expiries.remove(&at);
     }
 }

@@ -14,6 +14,7 @@ mod by_text;
 mod capacity;
 mod decide;
 mod decided;
+mod few;
 mod ge;
 mod holds;
 mod jobs;
@@ -269,7 +270,7 @@ impl Ledger {
     /// Applies one ledger event found at `position`.
     pub fn apply(&mut self, position: Position, event: &Event) -> Outcome {
         let id = &event.envelope.event_id;
-        let Err(new_id) = self.applied.0.find_or_absent(id) else {
+        let Some(new_id) = self.applied.absent(id) else {
             return Outcome::Duplicate;
         };
         if let Err(e) = event.validate() {
@@ -298,7 +299,7 @@ impl Ledger {
         self.spare.put_back(stand_in);
         match result {
             Ok((decisions, warnings, segments)) => {
-                self.applied.0.insert_absent(new_id, id);
+                self.applied.insert(new_id, id);
                 Outcome::Applied {
                     decisions,
                     warnings,
@@ -548,6 +549,16 @@ struct AppliedIds(text_ids::TextIds);
 impl AppliedIds {
     fn contains(&self, id: &str) -> bool {
         self.0.find(id).is_some()
+    }
+
+    /// Where `id` goes, if it was not applied yet (hashed once for both).
+    fn absent(&self, id: &str) -> Option<text_ids::Absent> {
+        self.0.find_or_absent(id).err()
+    }
+
+    /// Adds `id`, found absent and not added since.
+    fn insert(&mut self, absent: text_ids::Absent, id: &str) {
+        self.0.insert_absent(absent, id);
     }
 }
 
