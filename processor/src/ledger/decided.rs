@@ -145,19 +145,25 @@ impl Decided {
             "not the state machine's own admission decision"
         );
         let kept = Kept::compact(decision, index, &mut self.texts, &mut self.ids);
-        let requests = self.pool_mut(pool);
-        let id = requests.requests.insert_absent(absent, request_id) as usize;
-        debug_assert_eq!(id, requests.kept.len());
-        requests.kept.push(kept);
+        self.keep_in(pool, kept, |requests| {
+            requests.insert_absent(absent, request_id)
+        });
     }
 
-    fn pool_mut(&mut self, pool: &str) -> &mut PoolDecided {
-        if !self.by_pool.contains_key(pool) {
-            self.by_pool.insert(pool.to_owned(), PoolDecided::default());
+    /// Keeps `kept` in `pool`, numbered by `number`, which numbers the
+    /// request id there.
+    fn keep_in(&mut self, pool: &str, kept: Kept, number: impl FnOnce(&mut TextIds) -> TextId) {
+        // Looked up once where the pool is known, which is nearly always.
+        let requests = match self.by_pool.get_mut(pool) {
+            Some(requests) => requests,
+            None => self.by_pool.entry(pool.to_owned()).or_default(),
+        };
+        let id = number(&mut requests.requests) as usize;
+        if id == requests.kept.len() {
+            requests.kept.push(kept);
+        } else {
+            requests.kept[id] = kept;
         }
-        self.by_pool
-            .get_mut(pool)
-            .unwrap_or_else(|| unreachable!("just made"))
     }
 
     /// Keeps `decision`, the answer to `request_id` in `pool`.
@@ -167,13 +173,7 @@ impl Decided {
 
     fn keep(&mut self, pool: &str, request_id: &str, decision: &Arc<Event>) {
         let kept = Kept::of(decision, &mut self.texts, &mut self.ids);
-        let requests = self.pool_mut(pool);
-        let id = requests.requests.intern(request_id) as usize;
-        if id == requests.kept.len() {
-            requests.kept.push(kept);
-        } else {
-            requests.kept[id] = kept;
-        }
+        self.keep_in(pool, kept, |requests| requests.intern(request_id));
     }
 
     /// The decision event `kept` stands for, as it was made.

@@ -8,7 +8,7 @@
 
 use std::cmp::Ordering;
 use std::fmt;
-use std::ops::{Add, Sub};
+use std::ops::{Add, AddAssign, Sub, SubAssign};
 
 use gpuledger_schemas::{Decimal, Rational};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -134,8 +134,9 @@ impl Ge {
 /// (2⁹·3·5⁷·7), so the common divisor is found by trying those alone,
 /// which is several times cheaper than a general search for it.
 fn units_in_lowest_terms(n: i64) -> (i64, i64) {
-    if n == 0 {
-        return (0, 1);
+    // Whole GE (zero among them) are most of what is written out.
+    if n % UNIT == 0 {
+        return (n / UNIT, 1);
     }
     let mut rest = n.unsigned_abs();
     let twos = rest.trailing_zeros().min(9);
@@ -213,6 +214,32 @@ impl Sub for Ge {
     }
 }
 
+/// In place: running sums change on every event, and counted amounts
+/// then change without a copy.
+impl AddAssign<&Ge> for Ge {
+    fn add_assign(&mut self, rhs: &Ge) {
+        if let (Repr::Units(a), Repr::Units(b)) = (&mut self.0, &rhs.0)
+            && let Some(n) = a.checked_add(*b)
+        {
+            *a = n;
+            return;
+        }
+        *self = self.combine(rhs, i64::checked_add, |a, b| a + b);
+    }
+}
+
+impl SubAssign<&Ge> for Ge {
+    fn sub_assign(&mut self, rhs: &Ge) {
+        if let (Repr::Units(a), Repr::Units(b)) = (&mut self.0, &rhs.0)
+            && let Some(n) = a.checked_sub(*b)
+        {
+            *a = n;
+            return;
+        }
+        *self = self.combine(rhs, i64::checked_sub, |a, b| a - b);
+    }
+}
+
 impl std::iter::Sum for Ge {
     fn sum<I: Iterator<Item = Ge>>(iter: I) -> Ge {
         iter.fold(Ge::zero(), |a, b| a + b)
@@ -282,6 +309,28 @@ mod tests {
         assert!(!Ge::zero().is_positive() && Ge::of(1, 9).is_positive());
         assert_eq!(decimal("2.5"), Ge::of(5, 2));
         assert_eq!(decimal("0.1234567").to_string(), "1234567/10000000");
+    }
+
+    #[test]
+    fn amounts_change_in_place_as_they_add_up() {
+        let mut sum = Ge::of(1, 7);
+        sum += &Ge::of(1, 9);
+        assert_eq!(sum, Ge::of(1, 7) + Ge::of(1, 9));
+        sum -= &Ge::of(1, 9);
+        assert_eq!(sum, Ge::of(1, 7));
+        // Past what units hold, and back.
+        let mut big = Ge::of(i32::MAX, 1);
+        for _ in 0..7 {
+            big += &Ge::of(i32::MAX, 1);
+        }
+        assert_eq!(
+            big.to_rational(),
+            Rational::from_integer(i64::from(i32::MAX) * 8)
+        );
+        for _ in 0..8 {
+            big -= &Ge::of(i32::MAX, 1);
+        }
+        assert_eq!(big, Ge::zero());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! Only the holds themselves are stored in a snapshot; the sums and the
 //! expiry order are rebuilt when it is read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use gpuledger_schemas::Timestamp;
@@ -50,7 +50,7 @@ pub(crate) struct Holds {
     total: Ge,
     burst: Ge,
     /// Holds not yet started, by expiry, then attempt.
-    expiries: BTreeMap<Timestamp, Due>,
+    expiries: Expiries,
 }
 
 impl Holds {
@@ -79,10 +79,7 @@ impl Holds {
         let expires_at = hold.expires_at;
         let (_, job) = self.by_attempt.insert_shared(key, hold);
         if let Some(at) = expires_at {
-            let due = self.expiries.entry(at).or_insert_with(Few::none);
-            if let Err(place) = find(due.as_slice(), (&job, key.1)) {
-                due.insert(place, (job, key.1));
-            }
+            self.expiries.add(at, job, key.1);
         }
     }
 
@@ -91,7 +88,7 @@ impl Holds {
         let hold = self.by_attempt.remove(key)?;
         self.count(&hold, false);
         if let Some(at) = hold.expires_at {
-            forget_expiry(&mut self.expiries, at, key);
+            self.expiries.forget(at, key);
         }
         Some(hold)
     }
@@ -100,7 +97,7 @@ impl Holds {
     pub(crate) fn start(&mut self, key: AttemptKey<'_>) -> Option<&Hold> {
         let hold = self.by_attempt.get_mut(key)?;
         if let Some(at) = hold.expires_at.take() {
-            forget_expiry(&mut self.expiries, at, key);
+            self.expiries.forget(at, key);
         }
         Some(hold)
     }
@@ -153,12 +150,12 @@ impl Holds {
 
     /// When the first unstarted hold expires, if any does.
     pub(crate) fn next_expiry_at(&self) -> Option<Timestamp> {
-        self.expiries.first_key_value().map(|(at, _)| *at)
+        self.expiries.0.front().map(|(at, _)| *at)
     }
 
     /// The unstarted hold that expires first, if any.
     pub(crate) fn next_expiry(&self) -> Option<(Timestamp, AttemptKey<'_>)> {
-        let (at, due) = self.expiries.first_key_value()?;
+        let (at, due) = self.expiries.0.front()?;
         let (job, attempt) = due.as_slice().first()?;
         Some((*at, (&**job, *attempt)))
     }
@@ -180,12 +177,11 @@ impl Holds {
     /// Adds `hold` to the sums, or takes it out.
     fn count(&mut self, hold: &Hold, add: bool) {
         let change = |sum: &mut Ge| {
-            let before = std::mem::take(sum);
-            *sum = if add {
-                before + hold.ge.clone()
+            if add {
+                *sum += &hold.ge;
             } else {
-                before - hold.ge.clone()
-            };
+                *sum -= &hold.ge;
+            }
         };
         change(&mut self.total);
         if hold.kind == HoldKind::Burst {
@@ -212,16 +208,52 @@ fn find(all: &[(Arc<str>, i32)], (job, attempt): AttemptKey<'_>) -> Result<usize
     all.binary_search_by(|(j, a)| (&**j, *a).cmp(&(job, attempt)))
 }
 
-/// Takes `key` out of the holds expiring at `at`.
-fn forget_expiry(expiries: &mut BTreeMap<Timestamp, Due>, at: Timestamp, key: AttemptKey<'_>) {
-    let Some(due) = expiries.get_mut(&at) else {
-        return;
-    };
-    if let Ok(place) = find(due.as_slice(), key) {
-        due.remove(place);
+/// The unstarted holds by expiry: instants in time order, each with the
+/// attempts whose holds expire then. Holds are admitted as time goes on
+/// and live equally long, so a new instant nearly always comes last; and
+/// a hold mostly starts soon after it was admitted, near the back. A list
+/// in time order, searched from the back first, costs less than a tree.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Expiries(VecDeque<(Timestamp, Due)>);
+
+impl Expiries {
+    /// Where the instant `at` is, or would go.
+    fn place(&self, at: Timestamp) -> Result<usize, usize> {
+        match self.0.back() {
+            None => Err(0),
+            Some((last, _)) if *last < at => Err(self.0.len()),
+            Some((last, _)) if *last == at => Ok(self.0.len() - 1),
+            Some(_) => self.0.binary_search_by(|(t, _)| t.cmp(&at)),
+        }
     }
-    if due.is_empty() {
-        expiries.remove(&at);
+
+    /// The hold of (`job`, `attempt`) expires at `at`.
+    fn add(&mut self, at: Timestamp, job: Arc<str>, attempt: i32) {
+        let i = match self.place(at) {
+            Ok(i) => i,
+            Err(i) => {
+                self.0.insert(i, (at, Few::none()));
+                i
+            }
+        };
+        let due = &mut self.0[i].1;
+        if let Err(place) = find(due.as_slice(), (&job, attempt)) {
+            due.insert(place, (job, attempt));
+        }
+    }
+
+    /// Takes `key` out of the holds expiring at `at`.
+    fn forget(&mut self, at: Timestamp, key: AttemptKey<'_>) {
+        let Ok(i) = self.place(at) else {
+            return;
+        };
+        let due = &mut self.0[i].1;
+        if let Ok(place) = find(due.as_slice(), key) {
+            due.remove(place);
+        }
+        if due.is_empty() {
+            self.0.remove(i);
+        }
     }
 }
 
@@ -292,5 +324,14 @@ mod tests {
         holds.insert_new(("e", 1), hold(20));
         holds.remove(("e", 1));
         assert_eq!(next(&holds), Some((20, "d".into(), 1)));
+        // An instant before the last goes in its place, and leaves it.
+        holds.insert_new(("g", 1), hold(30));
+        holds.insert_new(("f", 1), hold(15));
+        assert_eq!(next(&holds), Some((15, "f".into(), 1)));
+        holds.start(("f", 1));
+        holds.remove(("d", 1));
+        assert_eq!(next(&holds), Some((30, "g".into(), 1)));
+        holds.remove(("g", 1));
+        assert_eq!(holds.next_expiry_at(), None);
     }
 }

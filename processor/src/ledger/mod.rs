@@ -19,6 +19,7 @@ mod ge;
 mod holds;
 mod jobs;
 mod policies;
+mod pools;
 mod records;
 mod reservations;
 mod segments;
@@ -34,7 +35,7 @@ mod tests_billing;
 #[cfg(test)]
 mod tests_support;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use gpuledger_schemas::billing::{Facts, Period, Segment, UseKind};
@@ -199,7 +200,7 @@ pub(crate) struct Pool {
     pub(crate) name: Arc<str>,
     pub(crate) inventory: PoolInventory,
     pub(crate) policies: Policies,
-    pub(crate) reservations: BTreeMap<String, Reservation>,
+    pub(crate) reservations: reservations::Reservations,
     /// Live holds by (job_id, attempt).
     pub(crate) holds: Holds,
     /// Attempts not yet ended, by (job_id, attempt).
@@ -211,8 +212,7 @@ pub(crate) struct Pool {
 pub struct Ledger {
     config: LedgerConfig,
     now: Option<Timestamp>,
-    #[serde(deserialize_with = "named_pools")]
-    pools: BTreeMap<String, Pool>,
+    pools: pools::Pools,
     next_admission_seq: u64,
     /// Every `event_id` applied (kept out of the copy an event is tried on).
     applied: AppliedIds,
@@ -236,7 +236,7 @@ impl Ledger {
         Self {
             config,
             now: None,
-            pools: BTreeMap::new(),
+            pools: pools::Pools::default(),
             next_admission_seq: 0,
             applied: AppliedIds::default(),
             records: Box::default(),
@@ -264,7 +264,7 @@ impl Ledger {
 
     /// The pools this partition has seen, by name.
     pub fn pools(&self) -> impl Iterator<Item = &str> {
-        self.pools.keys().map(String::as_str)
+        self.pools.keys()
     }
 
     /// Applies one ledger event found at `position`.
@@ -386,7 +386,7 @@ impl Ledger {
                         ..Pool::default()
                     };
                     pool.inventory.replace_node(e, at)?;
-                    self.pools.insert(e.pool.clone(), pool);
+                    self.pools.insert(pool);
                 }
             },
             EventBody::DeviceHealth(e) => {
@@ -497,20 +497,8 @@ impl Ledger {
     }
 }
 
-/// Reads a snapshot's pools, each told its name.
-fn named_pools<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Pool>, D::Error> {
-    let mut pools = BTreeMap::<String, Pool>::deserialize(d)?;
-    for (name, pool) in &mut pools {
-        pool.name = name.as_str().into();
-    }
-    Ok(pools)
-}
-
 /// The pool named `name` among `pools`, or why there is none.
-pub(crate) fn pool_in<'p>(
-    pools: &'p mut BTreeMap<String, Pool>,
-    name: &str,
-) -> Result<&'p mut Pool, String> {
+pub(crate) fn pool_in<'p>(pools: &'p mut pools::Pools, name: &str) -> Result<&'p mut Pool, String> {
     pools.get_mut(name).ok_or_else(|| {
         format!("unknown pool {name:?}: a pool exists once a NodeInventory names it")
     })

@@ -2,12 +2,14 @@
 //! every instant of the window (no double booking); cancelled ones end at
 //! the cancel and reclassify then.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::events::{ReservationCancel, ReservationOutcome, ReservationRequest};
 
 use super::decide::Decisions;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
 use super::{Ge, Ledger, Pool, Reservation, timers};
 
 pub(crate) fn request(
@@ -122,7 +124,7 @@ pub(crate) fn cancel(
 ) -> Result<(), String> {
     let now = ledger.current();
     let pool = ledger.pool_mut(&c.pool)?;
-    let Some(reservation) = pool.reservations.get_mut(&c.reservation_id) else {
+    let Some(reservation) = pool.reservations.get(&c.reservation_id) else {
         return Err(format!(
             "unknown reservation {:?} in pool {:?}",
             c.reservation_id, c.pool
@@ -146,8 +148,13 @@ pub(crate) fn cancel(
             c.reservation_id
         ));
     }
-    reservation.cancelled_at = Some(now);
-    let snapshot = reservation.clone();
+    let snapshot = pool
+        .reservations
+        .change(&c.reservation_id, |r| {
+            r.cancelled_at = Some(now);
+            r.clone()
+        })
+        .unwrap_or_else(|| unreachable!("found above"));
     out.reservation_parts(
         &c.pool,
         &c.reservation_id,
@@ -162,4 +169,100 @@ pub(crate) fn cancel(
     // If its window had opened, the tenant's reserved holds reclassify now.
     timers::close_reservation(ledger, &c.pool, &c.reservation_id, now, out);
     Ok(())
+}
+
+/// A pool's reservations by id, with the instant from which the earliest
+/// window edge not yet processed is due: the timers ask on every event, and
+/// the windows change only when a reservation is asked for, cancelled, or
+/// reaches an edge.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Reservations {
+    by_id: BTreeMap<String, Reservation>,
+    /// The least [`Reservation::edge_due_from`].
+    next_edge: Option<Timestamp>,
+}
+
+impl Reservation {
+    /// From when an edge of the window is due to be processed, if one
+    /// still is: its start, until it opens (unless cancelled before it
+    /// could), then its end (or cancel).
+    fn edge_due_from(&self) -> Option<Timestamp> {
+        if !self.confirmed || self.closed {
+            return None;
+        }
+        if !self.opened && self.start < self.effective_end() {
+            Some(self.start)
+        } else {
+            Some(self.effective_end())
+        }
+    }
+}
+
+impl Reservations {
+    pub(crate) fn get(&self, id: &str) -> Option<&Reservation> {
+        self.by_id.get(id)
+    }
+
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Reservation> {
+        self.by_id.values()
+    }
+
+    /// Every reservation with its id, in id order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&String, &Reservation)> {
+        self.by_id.iter()
+    }
+
+    /// Adds or replaces the reservation `id`.
+    pub(crate) fn insert(&mut self, id: String, reservation: Reservation) {
+        self.by_id.insert(id, reservation);
+        self.find_next_edge();
+    }
+
+    /// Changes the reservation `id`, if there is one, by `f`.
+    pub(crate) fn change<R>(
+        &mut self,
+        id: &str,
+        f: impl FnOnce(&mut Reservation) -> R,
+    ) -> Option<R> {
+        let changed = f(self.by_id.get_mut(id)?);
+        self.find_next_edge();
+        Some(changed)
+    }
+
+    /// Whether an edge of some window is due at or before `now`.
+    pub(crate) fn edge_due(&self, now: Timestamp) -> bool {
+        self.next_edge.is_some_and(|at| at <= now)
+    }
+
+    fn find_next_edge(&mut self) {
+        self.next_edge = self
+            .by_id
+            .values()
+            .filter_map(Reservation::edge_due_from)
+            .min();
+    }
+}
+
+impl PartialEq for Reservations {
+    fn eq(&self, other: &Self) -> bool {
+        self.by_id == other.by_id
+    }
+}
+
+/// Stored as the map by id, as before the next edge was kept.
+impl Serialize for Reservations {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.by_id.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Reservations {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut reservations = Reservations {
+            by_id: BTreeMap::deserialize(d)?,
+            next_edge: None,
+        };
+        reservations.find_next_edge();
+        Ok(reservations)
+    }
 }

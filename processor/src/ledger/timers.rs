@@ -47,21 +47,24 @@ fn next_due(ledger: &Ledger, now: Timestamp) -> Option<(Timestamp, Timer)> {
         return None;
     }
     let mut due: Vec<(Timestamp, Timer)> = Vec::new();
-    for (pool_name, pool) in &ledger.pools {
+    for (pool_name, pool) in ledger.pools.iter() {
         if let Some((at, (job, attempt))) = pool.holds.next_expiry()
             && at <= now
         {
             due.push((
                 at,
-                Timer::HoldExpiry(pool_name.clone(), job.to_owned(), attempt),
+                Timer::HoldExpiry(pool_name.to_owned(), job.to_owned(), attempt),
             ));
         }
-        for (id, r) in &pool.reservations {
+        for (id, r) in pool.reservations.iter() {
             let timer = match window_due(r, now) {
-                Some((at, Edge::Start)) => {
-                    (at, Timer::ReservationStart(pool_name.clone(), id.clone()))
+                Some((at, Edge::Start)) => (
+                    at,
+                    Timer::ReservationStart(pool_name.to_owned(), id.clone()),
+                ),
+                Some((at, Edge::End)) => {
+                    (at, Timer::ReservationEnd(pool_name.to_owned(), id.clone()))
                 }
-                Some((at, Edge::End)) => (at, Timer::ReservationEnd(pool_name.clone(), id.clone())),
                 None => continue,
             };
             due.push(timer);
@@ -73,12 +76,21 @@ fn next_due(ledger: &Ledger, now: Timestamp) -> Option<(Timestamp, Timer)> {
 /// Whether any timer is due at or before `now`. Asked on every event, so
 /// it names no timer: nothing is copied or collected.
 pub(crate) fn any_due(ledger: &Ledger, now: Timestamp) -> bool {
+    #[cfg(test)]
+    for pool in ledger.pools.values() {
+        let scanned = pool
+            .reservations
+            .values()
+            .any(|r| window_due(r, now).is_some());
+        assert_eq!(
+            pool.reservations.edge_due(now),
+            scanned,
+            "pool {}: the kept next window edge disagrees with the windows at {now}",
+            pool.name
+        );
+    }
     ledger.pools.values().any(|pool| {
-        pool.holds.next_expiry_at().is_some_and(|at| at <= now)
-            || pool
-                .reservations
-                .values()
-                .any(|r| window_due(r, now).is_some())
+        pool.holds.next_expiry_at().is_some_and(|at| at <= now) || pool.reservations.edge_due(now)
     })
 }
 
@@ -111,11 +123,12 @@ fn open_reservation(
     let Some(pool) = ledger.pools.get_mut(pool_name) else {
         return;
     };
-    let Some(reservation) = pool.reservations.get_mut(id) else {
+    let Some(tenant) = pool.reservations.change(id, |r| {
+        r.opened = true;
+        r.tenant.clone()
+    }) else {
         return;
     };
-    reservation.opened = true;
-    let tenant = reservation.tenant.clone();
     let mut free = pool.active_reserved(&tenant, at) - pool.use_of(&tenant, HoldKind::Reserved);
     for from in [HoldKind::Burst, HoldKind::Quota] {
         for (key, ge) in pool.holds.by_age(&tenant, from) {
@@ -145,16 +158,17 @@ pub(crate) fn close_reservation(
     let Some(pool) = ledger.pools.get_mut(pool_name) else {
         return;
     };
-    let Some(reservation) = pool.reservations.get_mut(id) else {
+    let Some((was_open, tenant)) = pool.reservations.change(id, |r| {
+        let was_open = r.opened;
+        r.closed = true;
+        r.opened = true;
+        (was_open, r.tenant.clone())
+    }) else {
         return;
     };
-    let was_open = reservation.opened;
-    reservation.closed = true;
-    reservation.opened = true;
     if !was_open {
         return;
     }
-    let tenant = reservation.tenant.clone();
     let remaining = pool.active_reserved(&tenant, at);
     let (nominal, burst_ge) = pool.policy_ge(&tenant);
     let enforcement = pool

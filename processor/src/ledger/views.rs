@@ -132,7 +132,7 @@ impl Ledger {
             .map(|(name, p)| {
                 let (nominal_ge, burst_ge) = p.policy_ge(tenant);
                 TenantInPool {
-                    pool: name.clone(),
+                    pool: name.to_owned(),
                     nominal_ge,
                     burst_ge,
                     reserved_use: p.use_of(tenant, HoldKind::Reserved),
