@@ -15,21 +15,35 @@ use super::Pool;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Pools(Vec<Pool>);
 
+/// Up to this many pools, one is found by comparing names for equality
+/// one after another, which for a few short names is cheaper than
+/// ordering them.
+const FEW: usize = 8;
+
 impl Pools {
+    /// Where the pool `name` is, or would go in name order.
     fn place(&self, name: &str) -> Result<usize, usize> {
         self.0.binary_search_by(|p| (*p.name).cmp(name))
     }
 
+    fn find(&self, name: &str) -> Option<usize> {
+        if self.0.len() <= FEW {
+            self.0.iter().position(|p| *p.name == *name)
+        } else {
+            self.place(name).ok()
+        }
+    }
+
     pub(crate) fn get(&self, name: &str) -> Option<&Pool> {
-        self.place(name).ok().map(|i| &self.0[i])
+        self.find(name).map(|i| &self.0[i])
     }
 
     pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut Pool> {
-        self.place(name).ok().map(|i| &mut self.0[i])
+        self.find(name).map(|i| &mut self.0[i])
     }
 
     pub(crate) fn contains_key(&self, name: &str) -> bool {
-        self.place(name).is_ok()
+        self.find(name).is_some()
     }
 
     /// Adds `pool` under its name, replacing any pool of that name.
@@ -108,5 +122,14 @@ mod tests {
         let back: Pools = serde_json::from_str(&text).expect("reads back");
         assert_eq!(back, pools);
         assert_eq!(back.get("h100").map(|p| &*p.name), Some("h100"));
+
+        // Past a few, found by their order.
+        let mut many = Pools::default();
+        for n in (0..20).rev() {
+            many.insert(pool(&format!("p{n:02}")));
+        }
+        assert!((0..20).all(|n| many.get(&format!("p{n:02}")).is_some()));
+        assert!(many.get("p20").is_none() && many.get("a").is_none());
+        assert_eq!(many.keys().next(), Some("p00"));
     }
 }

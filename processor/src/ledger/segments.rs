@@ -63,8 +63,15 @@ pub(crate) fn device_list<'a>(
 }
 
 /// `devices` sorted, each once.
-fn sorted_once(devices: impl Iterator<Item = Arc<str>>) -> Arc<[Arc<str>]> {
-    let mut list: Vec<Arc<str>> = devices.collect();
+fn sorted_once(mut devices: impl Iterator<Item = Arc<str>>) -> Arc<[Arc<str>]> {
+    // Most attempts hold one device: no list to sort on the way.
+    let Some(first) = devices.next() else {
+        return Arc::new([]);
+    };
+    let Some(second) = devices.next() else {
+        return Arc::new([first]);
+    };
+    let mut list: Vec<Arc<str>> = [first, second].into_iter().chain(devices).collect();
     list.sort_unstable();
     list.dedup();
     list.into()
