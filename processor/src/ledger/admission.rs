@@ -91,14 +91,14 @@ pub(crate) fn request(
     }
 
     let g = Ge::of(r.slices, r.max_slices);
-    let (nominal, burst_ge) = pool.policy_ge(&r.tenant);
+    let policy = pool.policies.with_ge(&r.tenant);
+    let (nominal, burst_ge) =
+        policy.map_or((Ge::zero(), Ge::zero()), |(_, n, b)| (n.clone(), b.clone()));
     let reserved = pool.active_reserved(&r.tenant, now);
     let (reserved_use, quota_use, burst_use) = pool.holds.uses_of(&r.tenant);
 
-    let budget_spent = pool
-        .policies
-        .get(&r.tenant)
-        .and_then(|p| budgets::exhausted(&records.billing, p, now, watch));
+    let budget_spent =
+        policy.and_then(|(p, _, _)| budgets::exhausted(&records.billing, p, now, watch));
     let (kind, entitled, used, reason) = if let Some(reason) = &budget_spent {
         (
             None,

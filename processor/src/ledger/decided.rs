@@ -32,14 +32,19 @@ pub(crate) struct Decided {
     ids: TextList,
 }
 
-/// The texts of a decision's repeating fields, numbered once. Decisions
-/// one after another mostly repeat their cluster and reason, so the number
-/// each field took last is tried before the index.
+/// The texts of a decision's repeating fields, numbered once. Each field
+/// takes few values (a cluster, a pool's tenants, a handful of reasons),
+/// so the numbers each field took last are tried before the index.
 #[derive(Debug, Clone, Default)]
 struct FieldTexts {
     ids: TextIds,
-    last: [Option<TextId>; 3],
+    /// Per field, the numbers it took last, the latest first, each with
+    /// its text's length (most texts are told apart by it alone).
+    recent: [[Option<(TextId, usize)>; RECENT]; 3],
 }
+
+/// How many of the numbers a field took last are tried.
+const RECENT: usize = 4;
 
 /// A repeating field of a decision.
 #[derive(Debug, Clone, Copy)]
@@ -52,14 +57,15 @@ enum Field {
 impl FieldTexts {
     /// The number of `text`, the value of `field`, kept now if it was not.
     fn intern(&mut self, field: Field, text: &str) -> TextId {
-        let last = &mut self.last[field as usize];
-        if let Some(id) = *last
-            && self.ids.get(id) == text
-        {
-            return id;
+        let recent = &mut self.recent[field as usize];
+        for &(id, len) in recent.iter().flatten() {
+            if len == text.len() && self.ids.get(id) == text {
+                return id;
+            }
         }
         let id = self.ids.intern(text);
-        *last = Some(id);
+        recent.rotate_right(1);
+        recent[0] = Some((id, text.len()));
         id
     }
 
@@ -383,6 +389,29 @@ mod tests {
             assert_eq!(back, decided);
             assert_eq!(back.get("p", "r1").as_deref(), Some(&*original));
         }
+    }
+
+    #[test]
+    fn a_field_text_keeps_one_number_however_it_alternates() {
+        let mut texts = FieldTexts::default();
+        // More values than are tried first, two of the same length.
+        let values = ["ab", "ba", "quota_exceeded", "burst", "within_quota", "x"];
+        let first: Vec<TextId> = values
+            .iter()
+            .map(|v| texts.intern(Field::Reason, v))
+            .collect();
+        for round in 0..3 {
+            for (i, v) in values.iter().enumerate().rev() {
+                assert_eq!(
+                    texts.intern(Field::Reason, v),
+                    first[i],
+                    "{v} in round {round}"
+                );
+                assert_eq!(texts.get(first[i]), *v);
+            }
+        }
+        // Another field shares the numbers of the same texts.
+        assert_eq!(texts.intern(Field::Tenant, "ba"), first[1]);
     }
 
     #[test]

@@ -56,6 +56,13 @@ impl Policies {
     }
 
     /// `tenant`'s nominal and burst GE (zero without a policy).
+    /// `tenant`'s policy with its nominal and burst GE, in one lookup.
+    pub(crate) fn with_ge(&self, tenant: &str) -> Option<(&TenantPolicy, &Ge, &Ge)> {
+        self.by_tenant
+            .get(tenant)
+            .map(|p| (&p.event, &p.nominal, &p.burst))
+    }
+
     pub(crate) fn ge(&self, tenant: &str) -> (Ge, Ge) {
         self.by_tenant
             .get(tenant)

@@ -28,7 +28,7 @@ impl Pools {
 
     fn find(&self, name: &str) -> Option<usize> {
         if self.0.len() <= FEW {
-            self.0.iter().position(|p| *p.name == *name)
+            self.0.iter().position(|p| same_name(&p.name, name))
         } else {
             self.place(name).ok()
         }
@@ -68,6 +68,12 @@ impl Pools {
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &Pool)> {
         self.0.iter().map(|p| (&*p.name, p))
     }
+}
+
+/// Whether two pool names are equal, compared byte by byte: a pool's name
+/// is short, and a call to compare memory costs more than the comparing.
+fn same_name(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x == y)
 }
 
 impl Serialize for Pools {
