@@ -556,6 +556,15 @@ mod tests {
             for y in &values {
                 let (bx, by) = (x.to_big(), y.to_big());
                 assert_eq!((x + y).to_big(), &bx + &by, "{x} + {y}");
+                // Every small result is in lowest terms.
+                for result in [x + y, x - y, x * y] {
+                    if let Repr::Small(n, d) = result.0 {
+                        assert!(
+                            d > 0 && gcd(n.unsigned_abs(), d.unsigned_abs()) == 1,
+                            "{x}, {y}: {n}/{d}"
+                        );
+                    }
+                }
                 assert_eq!((x - y).to_big(), &bx - &by, "{x} - {y}");
                 assert_eq!((x * y).to_big(), &bx * &by, "{x} × {y}");
                 assert_eq!(x.cmp(y), bx.cmp(&by), "{x} <=> {y}");
@@ -594,6 +603,9 @@ mod tests {
             for (p, q) in [(&x, &y), (&y, &z), (&x, &z), (&z, &z)] {
                 let (bp, bq) = (p.to_big(), q.to_big());
                 proptest::prop_assert_eq!((p + q).to_big(), &bp + &bq);
+                if let Repr::Small(n, d) = (p + q).0 {
+                    proptest::prop_assert!(d > 0 && gcd(n.unsigned_abs(), d.unsigned_abs()) == 1);
+                }
                 proptest::prop_assert_eq!((p - q).to_big(), &bp - &bq);
                 proptest::prop_assert_eq!((p * q).to_big(), &bp * &bq);
                 proptest::prop_assert_eq!(p.cmp(q), bp.cmp(&bq));
