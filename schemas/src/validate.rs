@@ -18,6 +18,7 @@ struct Check<'a> {
 
 /// All whitespace, or nothing. Every text field of every event is asked,
 /// and nearly all begin with a visible ASCII character.
+#[inline]
 fn blank(value: &str) -> bool {
     match value.as_bytes().first() {
         Some(b) if b.is_ascii_graphic() => false,
@@ -27,10 +28,15 @@ fn blank(value: &str) -> bool {
 }
 
 impl Check<'_> {
+    /// Kept out of line: the checks that pass, nearly all of them, stay
+    /// small enough to be inlined where they are asked.
+    #[cold]
+    #[inline(never)]
     fn fail(&self, field: &str, message: impl Into<String>) -> Error {
         Error::field(self.event_type, self.event_id, field, message)
     }
 
+    #[inline]
     fn text(&self, field: &str, value: &str) -> Result<()> {
         if blank(value) {
             return Err(self.fail(field, "must not be empty"));

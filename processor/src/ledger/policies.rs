@@ -55,7 +55,6 @@ impl Policies {
         self.by_tenant.values().map(|p| &p.event)
     }
 
-    /// `tenant`'s nominal and burst GE (zero without a policy).
     /// `tenant`'s policy with its nominal and burst GE, in one lookup.
     pub(crate) fn with_ge(&self, tenant: &str) -> Option<(&TenantPolicy, &Ge, &Ge)> {
         self.by_tenant
@@ -63,6 +62,7 @@ impl Policies {
             .map(|p| (&p.event, &p.nominal, &p.burst))
     }
 
+    /// `tenant`'s nominal and burst GE (zero without a policy).
     pub(crate) fn ge(&self, tenant: &str) -> (Ge, Ge) {
         self.by_tenant
             .get(tenant)
