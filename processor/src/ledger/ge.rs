@@ -113,20 +113,21 @@ impl Ge {
         }
     }
 
-    /// `self` and `rhs` combined by `units` where both are counted in
-    /// units and the result fits, else by `exact`.
-    fn combine(
-        &self,
+    /// Changes `self` by `rhs`: by `units` where both are counted in units
+    /// and the result fits, else by `exact`.
+    fn change(
+        &mut self,
         rhs: &Ge,
         units: fn(i64, i64) -> Option<i64>,
         exact: fn(Rational, Rational) -> Rational,
-    ) -> Ge {
-        if let (Repr::Units(a), Repr::Units(b)) = (&self.0, &rhs.0)
+    ) {
+        if let (Repr::Units(a), Repr::Units(b)) = (&mut self.0, &rhs.0)
             && let Some(n) = units(*a, *b)
         {
-            return Ge(Repr::Units(n));
+            *a = n;
+            return;
         }
-        Ge::from_rational(&exact(self.to_rational(), rhs.to_rational()))
+        *self = Ge::from_rational(&exact(self.to_rational(), rhs.to_rational()));
     }
 }
 
@@ -202,15 +203,17 @@ impl<'de> Deserialize<'de> for Ge {
 
 impl Add for Ge {
     type Output = Ge;
-    fn add(self, rhs: Ge) -> Ge {
-        self.combine(&rhs, i64::checked_add, |a, b| a + b)
+    fn add(mut self, rhs: Ge) -> Ge {
+        self += &rhs;
+        self
     }
 }
 
 impl Sub for Ge {
     type Output = Ge;
-    fn sub(self, rhs: Ge) -> Ge {
-        self.combine(&rhs, i64::checked_sub, |a, b| a - b)
+    fn sub(mut self, rhs: Ge) -> Ge {
+        self -= &rhs;
+        self
     }
 }
 
@@ -218,25 +221,13 @@ impl Sub for Ge {
 /// then change without a copy.
 impl AddAssign<&Ge> for Ge {
     fn add_assign(&mut self, rhs: &Ge) {
-        if let (Repr::Units(a), Repr::Units(b)) = (&mut self.0, &rhs.0)
-            && let Some(n) = a.checked_add(*b)
-        {
-            *a = n;
-            return;
-        }
-        *self = self.combine(rhs, i64::checked_add, |a, b| a + b);
+        self.change(rhs, i64::checked_add, |a, b| a + b);
     }
 }
 
 impl SubAssign<&Ge> for Ge {
     fn sub_assign(&mut self, rhs: &Ge) {
-        if let (Repr::Units(a), Repr::Units(b)) = (&mut self.0, &rhs.0)
-            && let Some(n) = a.checked_sub(*b)
-        {
-            *a = n;
-            return;
-        }
-        *self = self.combine(rhs, i64::checked_sub, |a, b| a - b);
+        self.change(rhs, i64::checked_sub, |a, b| a - b);
     }
 }
 

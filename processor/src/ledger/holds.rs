@@ -150,12 +150,12 @@ impl Holds {
 
     /// When the first unstarted hold expires, if any does.
     pub(crate) fn next_expiry_at(&self) -> Option<Timestamp> {
-        self.expiries.0.front().map(|(at, _)| *at)
+        self.expiries.first().map(|(at, _)| *at)
     }
 
     /// The unstarted hold that expires first, if any.
     pub(crate) fn next_expiry(&self) -> Option<(Timestamp, AttemptKey<'_>)> {
-        let (at, due) = self.expiries.0.front()?;
+        let (at, due) = self.expiries.first()?;
         let (job, attempt) = due.as_slice().first()?;
         Some((*at, (&**job, *attempt)))
     }
@@ -225,6 +225,11 @@ impl Expiries {
             Some((last, _)) if *last == at => Ok(self.0.len() - 1),
             Some(_) => self.0.binary_search_by(|(t, _)| t.cmp(&at)),
         }
+    }
+
+    /// The first instant, with the attempts whose holds expire then.
+    fn first(&self) -> Option<&(Timestamp, Due)> {
+        self.0.front()
     }
 
     /// The hold of (`job`, `attempt`) expires at `at`.

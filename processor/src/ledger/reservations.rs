@@ -178,22 +178,29 @@ pub(crate) fn cancel(
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Reservations {
     by_id: BTreeMap<String, Reservation>,
-    /// The least [`Reservation::edge_due_from`].
+    /// When the earliest [`Reservation::next_edge`] is due.
     next_edge: Option<Timestamp>,
 }
 
+/// A reservation window's edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Edge {
+    Start,
+    End,
+}
+
 impl Reservation {
-    /// From when an edge of the window is due to be processed, if one
-    /// still is: its start, until it opens (unless cancelled before it
-    /// could), then its end (or cancel).
-    fn edge_due_from(&self) -> Option<Timestamp> {
+    /// The edge of the window still to be processed, if one is, and from
+    /// when it is due: its start, until it opens (unless cancelled before
+    /// it could), then its end (or cancel).
+    pub(crate) fn next_edge(&self) -> Option<(Timestamp, Edge)> {
         if !self.confirmed || self.closed {
             return None;
         }
         if !self.opened && self.start < self.effective_end() {
-            Some(self.start)
+            Some((self.start, Edge::Start))
         } else {
-            Some(self.effective_end())
+            Some((self.effective_end(), Edge::End))
         }
     }
 }
@@ -238,7 +245,7 @@ impl Reservations {
         self.next_edge = self
             .by_id
             .values()
-            .filter_map(Reservation::edge_due_from)
+            .filter_map(|r| r.next_edge().map(|(at, _)| at))
             .min();
     }
 }

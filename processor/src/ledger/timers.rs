@@ -7,6 +7,7 @@ use gpuledger_schemas::billing::UseKind;
 use gpuledger_schemas::events::{Enforcement, HoldKind};
 
 use super::decide::Decisions;
+use super::reservations::Edge;
 use super::{Ledger, Reservation, segments};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -18,26 +19,10 @@ enum Timer {
     ReservationStart(String, String),
 }
 
-/// A reservation window's edge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Edge {
-    Start,
-    End,
-}
-
 /// Which edge of a reservation's window is due at or before `now`, if
 /// one is, and when.
 fn window_due(r: &Reservation, now: Timestamp) -> Option<(Timestamp, Edge)> {
-    if !r.confirmed || r.closed {
-        return None;
-    }
-    if !r.opened && r.start <= now && r.start < r.effective_end() {
-        Some((r.start, Edge::Start))
-    } else if r.effective_end() <= now {
-        Some((r.effective_end(), Edge::End))
-    } else {
-        None
-    }
+    r.next_edge().filter(|(at, _)| *at <= now)
 }
 
 /// The first timer due at or before `now`.
