@@ -121,10 +121,10 @@ pub fn state_from_exit(exit: &str) -> Result<(JobState, i32), String> {
 
 fn event(job: &JobArgs, state: JobState, fill: impl FnOnce(&mut JobEvent)) -> Event {
     let mut body = JobEvent {
-        pool: job.pool.clone(),
-        job_id: job.job_id.clone(),
+        pool: job.pool.as_str().into(),
+        job_id: job.job_id.as_str().into(),
         attempt: job.attempt,
-        tenant: job.tenant.clone(),
+        tenant: job.tenant.as_str().into(),
         user: job.user.clone(),
         node: job.node.clone(),
         state,
@@ -144,10 +144,10 @@ fn event(job: &JobArgs, state: JobState, fill: impl FnOnce(&mut JobEvent)) -> Ev
         .unwrap_or_default();
     Event::new(
         Envelope {
-            event_id: format!("{}-{}-{}{node}", job.job_id, job.attempt, state),
+            event_id: format!("{}-{}-{}{node}", job.job_id, job.attempt, state).into(),
             event_time: job.at.unwrap_or_else(Timestamp::now),
-            source: job.source.clone(),
-            cluster: job.cluster.clone(),
+            source: job.source.as_str().into(),
+            cluster: job.cluster.as_str().into(),
         },
         body,
     )

@@ -159,7 +159,7 @@ mod tests {
                 };
                 assert_eq!((j.node.as_deref(), j.pool.as_str()), (Some("n1"), "h200"));
                 (
-                    j.job_id.clone(),
+                    j.job_id.to_string(),
                     j.attempt,
                     j.state,
                     j.devices.clone().unwrap_or_default(),

@@ -66,7 +66,7 @@ impl Waiters {
     pub fn decided(&self, event: &Event) {
         let mut keys = Vec::with_capacity(2);
         if let EventBody::AdmissionDecision(d) = &event.body {
-            keys.push(Key::Request(d.request_id.clone()));
+            keys.push(Key::Request(d.request_id.to_string()));
         }
         if let Some(cause) = cause_of(event) {
             keys.push(Key::Cause(cause.to_owned()));

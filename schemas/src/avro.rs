@@ -55,6 +55,18 @@ impl AvroField for String {
     }
 }
 
+impl AvroField for crate::text::Text {
+    fn to_avro(&self) -> Value {
+        Value::String(self.to_string())
+    }
+    fn from_avro(value: Value) -> Result<Self, FieldError> {
+        match value {
+            Value::String(s) => Ok(s.into()),
+            other => Err(unexpected("a string", &other)),
+        }
+    }
+}
+
 impl AvroField for i32 {
     fn to_avro(&self) -> Value {
         Value::Int(*self)

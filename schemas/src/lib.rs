@@ -22,6 +22,7 @@ pub mod sample_datum;
 pub mod samples;
 #[cfg(feature = "arrow")]
 pub mod tables;
+pub mod text;
 pub mod time;
 mod validate;
 pub mod wire;
@@ -30,5 +31,6 @@ pub use error::{Error, Result};
 pub use events::{Envelope, Event, EventBody, EventType, Topic};
 pub use exact::{Decimal, Rational};
 pub use sample_datum::SampleRecord;
+pub use text::Text;
 pub use time::Timestamp;
 pub use wire::{Codec, EVENT_ID_HEADER, cloud_event_headers};

@@ -146,10 +146,10 @@ impl<'a> SampleRecord<'a> {
     pub fn to_event(&self) -> Event {
         let owned = |s: Option<&str>| s.map(str::to_owned);
         let envelope = Envelope {
-            event_id: self.event_id.to_owned(),
+            event_id: self.event_id.into(),
             event_time: self.event_time,
-            source: self.source.to_owned(),
-            cluster: self.cluster.to_owned(),
+            source: self.source.into(),
+            cluster: self.cluster.into(),
         };
         let sample = GpuSample {
             node: self.node.to_owned(),
@@ -349,7 +349,7 @@ mod tests {
                 seq: i64::MIN + i64::from(variant),
             };
             let envelope = Envelope {
-                event_id: format!("collector/n1:{variant}"),
+                event_id: format!("collector/n1:{variant}").into(),
                 event_time: Timestamp::from_micros(1_793_491_200_000_000 + i64::from(variant)),
                 source: "collector/n1".into(),
                 cluster: "c".into(),

@@ -19,10 +19,10 @@ fn rat(s: &str) -> Rational {
 
 fn envelope(id: &str, time: &str, source: &str) -> Envelope {
     Envelope {
-        event_id: id.to_owned(),
+        event_id: id.into(),
         event_time: ts(time),
-        source: source.to_owned(),
-        cluster: "gpu-east-1".to_owned(),
+        source: source.into(),
+        cluster: "gpu-east-1".into(),
     }
 }
 
@@ -283,7 +283,7 @@ pub fn one_of_each() -> Vec<Event> {
             BurstTriggered {
                 pool: "h200".into(),
                 tenant: "team-a".into(),
-                job_id: o("j-18"),
+                job_id: Some("j-18".into()),
                 attempt: Some(1),
                 slices: 1,
                 max_slices: 1,
@@ -322,7 +322,7 @@ pub fn one_of_each() -> Vec<Event> {
             QuotaViolation {
                 pool: "h200".into(),
                 tenant: "team-c".into(),
-                job_id: o("j-30"),
+                job_id: Some("j-30".into()),
                 attempt: Some(1),
                 observed_ge: rat("10/7"),
                 entitled_ge: rat("1"),

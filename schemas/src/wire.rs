@@ -460,13 +460,16 @@ fn hex(bytes: &[u8]) -> String {
 fn to_avro_value(event: &Event) -> Value {
     let env = &event.envelope;
     let mut fields = Vec::with_capacity(24);
-    fields.push(("event_id".to_owned(), Value::String(env.event_id.clone())));
+    fields.push((
+        "event_id".to_owned(),
+        Value::String(env.event_id.to_string()),
+    ));
     fields.push((
         "event_time".to_owned(),
         Value::TimestampMicros(env.event_time.as_micros()),
     ));
-    fields.push(("source".to_owned(), Value::String(env.source.clone())));
-    fields.push(("cluster".to_owned(), Value::String(env.cluster.clone())));
+    fields.push(("source".to_owned(), Value::String(env.source.to_string())));
+    fields.push(("cluster".to_owned(), Value::String(env.cluster.to_string())));
     event.body.write_avro_fields(&mut fields);
     Value::Record(fields)
 }
@@ -477,7 +480,7 @@ fn from_avro_value(event_type: EventType, value: Value) -> Result<Event> {
         Error::field(event_type, event_id, e.field, e.message)
     };
     let mut fields = Fields::from_value(value).map_err(|e| field_error(&unknown_id, e))?;
-    let event_id: String = fields
+    let event_id: crate::Text = fields
         .take("event_id")
         .map_err(|e| field_error(&unknown_id, e))?;
     let envelope = (|| {
@@ -503,12 +506,12 @@ pub const EVENT_ID_HEADER: &str = "ce_id";
 pub fn cloud_event_headers(event: &Event) -> [(&'static str, String); 6] {
     [
         ("ce_specversion", "1.0".to_owned()),
-        (EVENT_ID_HEADER, event.envelope.event_id.clone()),
+        (EVENT_ID_HEADER, event.envelope.event_id.to_string()),
         (
             "ce_type",
             format!("gpuledger.{}", event.event_type().name()),
         ),
-        ("ce_source", event.envelope.source.clone()),
+        ("ce_source", event.envelope.source.to_string()),
         ("ce_time", event.envelope.event_time.to_string()),
         ("content-type", "application/avro".to_owned()),
     ]

@@ -190,7 +190,7 @@ fn validation_names_event_id_and_field() {
     // Requests may span several GPUs: 14/7 is two whole H200s.
     samples[4].validate().unwrap();
     let mut no_id = samples[11].clone();
-    no_id.envelope.event_id.clear();
+    no_id.envelope.event_id = "".into();
     assert_eq!(
         no_id.validate().unwrap_err().to_string(),
         "Clock (no event_id): field `event_id` must not be empty"

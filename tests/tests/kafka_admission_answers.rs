@@ -70,7 +70,7 @@ async fn kafka_answers_given_before_the_commit_are_the_decisions_committed() {
             .filter_map(
                 |(value, _)| match codec.decode(&value).expect("a decision").body {
                     EventBody::AdmissionDecision(d) => Some((
-                        d.request_id,
+                        d.request_id.into(),
                         d.decision.to_string(),
                         d.kind.map(|k| k.to_string()),
                     )),

@@ -22,7 +22,7 @@ fn sample(n: i64) -> Event {
         .into_iter()
         .find(|e| matches!(e.body, EventBody::GpuSample(_)))
         .expect("an example sample");
-    event.envelope.event_id = format!("dlq-test:{n}");
+    event.envelope.event_id = format!("dlq-test:{n}").into();
     event.envelope.event_time = event.envelope.event_time.plus_micros(n * 10_000_000);
     if let EventBody::GpuSample(s) = &mut event.body {
         s.seq = n;

@@ -172,10 +172,10 @@ impl NodeContext {
 
     fn envelope(&self, event_id: String, at: Timestamp) -> Envelope {
         Envelope {
-            event_id,
+            event_id: event_id.into(),
             event_time: at,
-            source: self.source.clone(),
-            cluster: self.cluster.clone(),
+            source: self.source.as_str().into(),
+            cluster: self.cluster.as_str().into(),
         }
     }
 }

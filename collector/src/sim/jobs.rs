@@ -179,11 +179,11 @@ impl Jobs<'_> {
         let inv = &device.inventory;
         let request_id = format!("{}-{}", job.job_id, job.attempt);
         let request = AdmissionRequest {
-            pool: self.pool.to_owned(),
-            request_id,
-            job_id: job.job_id.clone(),
+            pool: self.pool.into(),
+            request_id: request_id.into(),
+            job_id: job.job_id.as_str().into(),
             attempt: job.attempt,
-            tenant: job.tenant.clone(),
+            tenant: job.tenant.as_str().into(),
             slices: inv.slices,
             max_slices: inv.max_slices,
         };
@@ -237,10 +237,10 @@ fn job_event(
             at,
         ),
         JobEvent {
-            pool: pool.to_owned(),
-            job_id: job.job_id.clone(),
+            pool: pool.into(),
+            job_id: job.job_id.as_str().into(),
             attempt: job.attempt,
-            tenant: job.tenant.clone(),
+            tenant: job.tenant.as_str().into(),
             user: None,
             node: Some(node.to_owned()),
             state,

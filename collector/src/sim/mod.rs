@@ -373,10 +373,10 @@ impl SimulatedFleet {
 /// The envelope of a simulated node's event.
 fn envelope(spec: &FleetSpec, node: &str, event_id: String, at: Timestamp) -> Envelope {
     Envelope {
-        event_id,
+        event_id: event_id.into(),
         event_time: at,
-        source: node.to_owned(),
-        cluster: spec.cluster.clone(),
+        source: node.into(),
+        cluster: spec.cluster.as_str().into(),
     }
 }
 

@@ -88,15 +88,15 @@ fn tenants_jobs_hold_devices_and_tell_the_ledger() {
                     !down.contains_key(&gpu_of[&device]),
                     "a job started on a failed GPU"
                 );
-                holding.insert(device.clone(), (j.job_id.clone(), j.attempt));
+                holding.insert(device.clone(), (j.job_id.to_string(), j.attempt));
                 assert!(
                     started
-                        .insert((j.job_id.clone(), j.attempt), device)
+                        .insert((j.job_id.to_string(), j.attempt), device)
                         .is_none()
                 );
             }
             EventBody::JobEvent(j) => {
-                let key = (j.job_id.clone(), j.attempt);
+                let key = (j.job_id.to_string(), j.attempt);
                 assert!(started.contains_key(&key), "{key:?} ended unstarted");
                 holding.remove(&started[&key]);
                 if let Some(since) = stranded.remove(&key) {
@@ -169,7 +169,7 @@ struct LlmOnly(Vec<String>);
 
 impl Admit for LlmOnly {
     fn admit(&mut self, request: &AdmissionRequest) -> Admission {
-        self.0.push(request.request_id.clone());
+        self.0.push(request.request_id.to_string());
         if request.tenant == "team-llm" {
             Admission::Admitted
         } else {
@@ -339,7 +339,7 @@ fn nodes_run_their_own_tenants_jobs_by_weight_in_their_own_pool() {
             && j.attempt == 1
         {
             *starts
-                .entry((j.pool.clone(), j.tenant.clone()))
+                .entry((j.pool.to_string(), j.tenant.to_string()))
                 .or_default() += 1;
         }
     }

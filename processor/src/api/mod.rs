@@ -240,11 +240,11 @@ async fn post_admission(
     let request_id = request.request_id.clone();
     let asked = std::time::Instant::now();
     let event = state.event(AdmissionRequest {
-        pool: request.pool,
-        request_id: request.request_id,
-        job_id: request.job_id,
+        pool: request.pool.into(),
+        request_id: request.request_id.into(),
+        job_id: request.job_id.into(),
         attempt: request.attempt,
-        tenant: request.tenant,
+        tenant: request.tenant.into(),
         slices: request.slices,
         max_slices: request.max_slices,
     });
@@ -294,7 +294,7 @@ async fn post_reservation(
         start: request.start,
         end: request.end,
     });
-    let cause = Key::Cause(event.envelope.event_id.clone());
+    let cause = Key::Cause(event.envelope.event_id.to_string());
     let answer = append_and_wait(&state, &event, cause, |d| {
         matches!(&d.body, EventBody::ReservationDecision(_))
     })
@@ -326,7 +326,7 @@ async fn delete_reservation(
         reservation_id,
         tenant,
     });
-    let cause = Key::Cause(event.envelope.event_id.clone());
+    let cause = Key::Cause(event.envelope.event_id.to_string());
     let answer = append_and_wait(&state, &event, cause, |d| {
         matches!(&d.body, EventBody::ReservationDecision(_))
     })
@@ -341,10 +341,10 @@ impl ApiState {
         let now = Timestamp::now();
         Event::new(
             Envelope {
-                event_id: self.ids.make(&body, now),
+                event_id: self.ids.make(&body, now).into(),
                 event_time: now,
-                source: "control-api".to_owned(),
-                cluster: self.cluster.clone(),
+                source: "control-api".into(),
+                cluster: self.cluster.as_str().into(),
             },
             body,
         )
@@ -364,7 +364,7 @@ async fn append_and_wait(
         status: StatusCode::BAD_REQUEST,
         body: serde_json::json!({ "error": e.to_string(), "field": e.field_name() }),
     })?;
-    let keys = [Key::Cause(event.envelope.event_id.clone()), also];
+    let keys = [Key::Cause(event.envelope.event_id.to_string()), also];
     let mut answers = state.waiters.wait_for(&keys);
     // The producer is held only to queue the request; concurrent requests
     // then wait for the broker together and share its batches.
@@ -436,11 +436,11 @@ async fn post_k8s_admission(
     };
     let dry_run = ask.dry_run;
     let event = state.event(AdmissionRequest {
-        pool: ask.pool,
-        request_id: ask.request_id.clone(),
-        job_id: ask.job_id,
+        pool: ask.pool.into(),
+        request_id: ask.request_id.as_str().into(),
+        job_id: ask.job_id.into(),
         attempt: 1,
-        tenant,
+        tenant: tenant.into(),
         slices: ask.slices,
         max_slices: ask.max_slices,
     });

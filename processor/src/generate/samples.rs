@@ -117,6 +117,11 @@ pub(super) fn samples_of_fleet(
     let total_rows: u64 = (0..config.days)
         .map(|d| ticks_of_day(d).count() as u64 * gpus.len() as u64)
         .sum();
+    // Each GPU's samples name its node's collector.
+    let sources: Vec<gpuledger_schemas::Text> = gpus
+        .iter()
+        .map(|g| format!("gpuledger-collector/{}", g.node).into())
+        .collect();
     let bar = Progress::new("generating samples", "samples", total_rows);
     let next = AtomicUsize::new(0);
     let done_rows = AtomicU64::new(0);
@@ -163,10 +168,10 @@ pub(super) fn samples_of_fleet(
                             seq: 0,
                         };
                         let mut envelope = Envelope {
-                            event_id: String::new(),
+                            event_id: "".into(),
                             event_time: Timestamp::from_micros(0),
-                            source: String::new(),
-                            cluster: CLUSTER.to_owned(),
+                            source: "".into(),
+                            cluster: CLUSTER.into(),
                         };
                         for tick in ticks {
                             let t = start + tick * step;
@@ -182,9 +187,7 @@ pub(super) fn samples_of_fleet(
                                 sample.pool.push_str(gpu.pool);
                                 sample.model.clear();
                                 sample.model.push_str(gpu.model);
-                                envelope.source.clear();
-                                envelope.source.push_str("gpuledger-collector/");
-                                envelope.source.push_str(&gpu.node);
+                                envelope.source = sources[g].clone();
                                 sample.mem_total_bytes = gpu.memory;
                                 sample.sm_util_pct = Some(r.sm);
                                 sample.mem_util_pct = Some(r.sm * 0.6);

@@ -1,13 +1,38 @@
 //! Admission (DESIGN §4): budget → reserved → quota → burst → deny, with
 //! holds, and on-demand capacity asked for when spare or hardware falls short.
 
+use std::sync::{Arc, LazyLock};
+
 use gpuledger_schemas::events::{AdmissionOutcome, AdmissionRequest, HoldKind};
 
-use gpuledger_schemas::{Event, EventBody};
+use gpuledger_schemas::{Event, EventBody, Text};
 
 use super::decide::Decisions;
 use super::decided::Lookup;
 use super::{Ge, Hold, Ledger, Records, budgets};
+
+/// The reasons an admission gives when no budget is spent.
+#[derive(Debug, Clone, Copy)]
+enum Reason {
+    WithinReservation,
+    WithinQuota,
+    Burst,
+    QuotaExceeded,
+}
+
+/// `reason`'s text, one shared by every decision that gives it.
+fn shared(reason: Reason) -> Text {
+    static TEXTS: LazyLock<[Text; 4]> = LazyLock::new(|| {
+        [
+            "within_reservation",
+            "within_quota",
+            "burst",
+            "quota_exceeded",
+        ]
+        .map(Text::from)
+    });
+    TEXTS[reason as usize].clone()
+}
 
 /// What a retry must repeat exactly: everything the request asks but its
 /// id, as the decision answering it records it.
@@ -99,36 +124,46 @@ pub(crate) fn request(
 
     let budget_spent =
         policy.and_then(|(p, _, _)| budgets::exhausted(&records.billing, p, now, watch));
-    let (kind, entitled, used, reason) = if let Some(reason) = &budget_spent {
+    let (kind, entitled, used, reason) = if let Some(reason) = budget_spent {
         (
             None,
             nominal + burst_ge,
             quota_use + burst_use,
-            reason.as_str(),
+            Text::from(reason),
         )
     } else if g <= reserved.clone() - reserved_use.clone() {
         (
             Some(HoldKind::Reserved),
             reserved,
             reserved_use,
-            "within_reservation",
+            shared(Reason::WithinReservation),
         )
     } else if g <= nominal.clone() - quota_use.clone() {
-        (Some(HoldKind::Quota), nominal, quota_use, "within_quota")
+        (
+            Some(HoldKind::Quota),
+            nominal,
+            quota_use,
+            shared(Reason::WithinQuota),
+        )
     } else if g <= burst_ge.clone() - burst_use.clone() {
-        (Some(HoldKind::Burst), burst_ge, burst_use, "burst")
+        (
+            Some(HoldKind::Burst),
+            burst_ge,
+            burst_use,
+            shared(Reason::Burst),
+        )
     } else {
         (
             None,
             nominal + burst_ge,
             quota_use + burst_use,
-            "quota_exceeded",
+            shared(Reason::QuotaExceeded),
         )
     };
 
     let Some(kind) = kind else {
         let (decision, index) =
-            out.admission(r, AdmissionOutcome::Deny, None, reason, &entitled, &used);
+            out.admission(r, AdmissionOutcome::Deny, None, &reason, &entitled, &used);
         records
             .decided
             .insert_absent(&r.pool, &r.request_id, absent, &decision, index);
@@ -158,7 +193,7 @@ pub(crate) fn request(
         r,
         AdmissionOutcome::Admit,
         Some(kind),
-        reason,
+        &reason,
         &entitled,
         &used,
     );
@@ -179,7 +214,7 @@ pub(crate) fn request(
         key,
         Hold {
             request_id: r.request_id.clone(),
-            tenant: r.tenant.as_str().into(),
+            tenant: Arc::clone(r.tenant.as_arc()),
             ge: g,
             kind,
             admitted_seq: seq,

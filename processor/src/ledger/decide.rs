@@ -6,19 +6,25 @@ use std::sync::Arc;
 
 use gpuledger_schemas::billing::Segment;
 use gpuledger_schemas::events::*;
-use gpuledger_schemas::{Envelope, Event, EventBody, Timestamp};
+use gpuledger_schemas::{Envelope, Event, EventBody, Text, Timestamp};
 
 use super::{Ge, Position};
 
 /// The `source` of every decision.
 pub(crate) const SOURCE: &str = "gpuledger-processor";
 
+/// [`SOURCE`], shared by every decision.
+pub(crate) fn source() -> Text {
+    static TEXT: std::sync::LazyLock<Text> = std::sync::LazyLock::new(|| Text::from(SOURCE));
+    TEXT.clone()
+}
+
 /// What an admission decision's `event_id` names it (its last part).
 pub(crate) const ADMISSION: &str = "admission";
 
 /// The `event_id` of the `n`th decision (a `what`) caused by the event
 /// `cause`: the same on every replay.
-pub(crate) fn decision_id(cause: &str, n: usize, what: &str) -> String {
+pub(crate) fn decision_id(cause: &str, n: usize, what: &str) -> Text {
     // One is made per decision: sized once, and the index written digit by
     // digit (the formatting machinery costs more than the rest).
     let mut digits = [0u8; 20];
@@ -32,22 +38,30 @@ pub(crate) fn decision_id(cause: &str, n: usize, what: &str) -> String {
             break;
         }
     }
-    let digits = std::str::from_utf8(&digits[at..]).unwrap_or("0");
-    let mut id = String::with_capacity(cause.len() + digits.len() + what.len() + 2);
-    id.push_str(cause);
-    id.push('/');
-    id.push_str(digits);
-    id.push('/');
-    id.push_str(what);
-    id
+    let digits = &digits[at..];
+    let parts = [cause.as_bytes(), b"/", digits, b"/", what.as_bytes()];
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    // Put together on the stack and copied once, into the shared text.
+    let mut buffer = [0u8; 256];
+    let text = if len <= buffer.len() {
+        let mut end = 0;
+        for part in parts {
+            buffer[end..end + part.len()].copy_from_slice(part);
+            end += part.len();
+        }
+        std::str::from_utf8(&buffer[..len]).ok().map(Text::from)
+    } else {
+        String::from_utf8(parts.concat()).ok().map(Text::from)
+    };
+    text.unwrap_or_else(|| unreachable!("an event id and ASCII digits make UTF-8"))
 }
 
 /// The event being applied: what every decision it causes points back to.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Cause<'e> {
     position: Position,
-    event_id: &'e str,
-    cluster: &'e str,
+    event_id: &'e Text,
+    cluster: &'e Text,
 }
 
 impl<'e> Cause<'e> {
@@ -106,8 +120,8 @@ impl<'a> Decisions<'a> {
         Envelope {
             event_id: decision_id(self.cause.event_id, self.out.len(), what),
             event_time: self.now,
-            source: SOURCE.to_owned(),
-            cluster: self.cause.cluster.to_owned(),
+            source: source(),
+            cluster: self.cause.cluster.clone(),
         }
     }
 
@@ -133,8 +147,8 @@ impl<'a> Decisions<'a> {
         self.cause.position.offset
     }
 
-    pub(crate) fn cause_id(&self) -> String {
-        self.cause.event_id.to_owned()
+    pub(crate) fn cause_id(&self) -> Text {
+        self.cause.event_id.clone()
     }
 
     /// Decides an admission request; gives the decision and its index
@@ -145,7 +159,7 @@ impl<'a> Decisions<'a> {
         request: &AdmissionRequest,
         decision: AdmissionOutcome,
         kind: Option<HoldKind>,
-        reason: &str,
+        reason: &Text,
         entitled: &Ge,
         used: &Ge,
     ) -> (Arc<Event>, u32) {
@@ -162,7 +176,7 @@ impl<'a> Decisions<'a> {
             max_slices: request.max_slices,
             decision,
             kind,
-            reason: reason.to_owned(),
+            reason: reason.clone(),
             entitled_ge: ge_text(entitled),
             used_ge: ge_text(used),
             ledger_partition: self.partition(),
@@ -217,15 +231,15 @@ impl<'a> Decisions<'a> {
         reason: &str,
     ) {
         let body = ReservationDecision {
-            pool: pool.to_owned(),
+            pool: pool.into(),
             reservation_id: reservation_id.to_owned(),
-            tenant: tenant.to_owned(),
+            tenant: tenant.into(),
             slices,
             max_slices,
             start,
             end,
             decision,
-            reason: reason.to_owned(),
+            reason: reason.into(),
             ledger_partition: self.partition(),
             ledger_offset: self.offset(),
             cause_event_id: self.cause_id(),
@@ -235,17 +249,17 @@ impl<'a> Decisions<'a> {
 
     pub(crate) fn burst(
         &mut self,
-        pool: &str,
-        tenant: &str,
-        job: Option<(&str, i32)>,
+        pool: &Text,
+        tenant: &Text,
+        job: Option<(&Text, i32)>,
         shortfall: &Ge,
         billed_as: HoldKind,
     ) {
         let (slices, max_slices) = ge_parts(shortfall);
         let body = BurstTriggered {
-            pool: pool.to_owned(),
-            tenant: tenant.to_owned(),
-            job_id: job.map(|(j, _)| j.to_owned()),
+            pool: pool.clone(),
+            tenant: tenant.clone(),
+            job_id: job.map(|(j, _)| j.clone()),
             attempt: job.map(|(_, a)| a),
             slices,
             max_slices,
@@ -268,9 +282,9 @@ impl<'a> Decisions<'a> {
         at: Timestamp,
     ) {
         let body = Reclassified {
-            pool: pool.to_owned(),
-            tenant: tenant.to_owned(),
-            job_id: job.0.to_owned(),
+            pool: pool.into(),
+            tenant: tenant.into(),
+            job_id: job.0.into(),
             attempt: job.1,
             from_kind: from,
             to_kind: to,
@@ -294,14 +308,14 @@ impl<'a> Decisions<'a> {
         reason: &str,
     ) {
         let body = QuotaViolation {
-            pool: pool.to_owned(),
-            tenant: tenant.to_owned(),
-            job_id: job.map(|(j, _)| j.to_owned()),
+            pool: pool.into(),
+            tenant: tenant.into(),
+            job_id: job.map(|(j, _)| j.into()),
             attempt: job.map(|(_, a)| a),
             observed_ge: ge_text(observed),
             entitled_ge: ge_text(entitled),
             action,
-            reason: reason.to_owned(),
+            reason: reason.into(),
             ledger_partition: self.partition(),
             ledger_offset: self.offset(),
             cause_event_id: self.cause_id(),
@@ -321,8 +335,8 @@ impl<'a> Decisions<'a> {
         month: &str,
     ) {
         let body = BudgetAlert {
-            pool: pool.to_owned(),
-            tenant: tenant.to_owned(),
+            pool: pool.into(),
+            tenant: tenant.into(),
             budget_kind: kind,
             threshold_pct,
             spend,
@@ -347,11 +361,11 @@ impl<'a> Decisions<'a> {
 
     pub(crate) fn unmetered(&mut self, e: &UnattributedProcess) {
         let body = UnmeteredUsage {
-            pool: e.pool.clone(),
+            pool: e.pool.as_str().into(),
             node: e.node.clone(),
             device_uuid: e.device_uuid.clone(),
             pids: e.pids.clone(),
-            tenant: e.tenant.clone(),
+            tenant: e.tenant.as_deref().map(Text::from),
             ledger_partition: self.partition(),
             ledger_offset: self.offset(),
             cause_event_id: self.cause_id(),

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use gpuledger_schemas::events::{AdmissionDecision, AdmissionOutcome, HoldKind};
-use gpuledger_schemas::{Envelope, Event, EventBody, Rational, Timestamp};
+use gpuledger_schemas::{Envelope, Event, EventBody, Rational, Text, Timestamp};
 
 use super::decide::{self, SOURCE};
 use super::text_ids::{Absent, TextId, TextIds, TextList};
@@ -146,7 +146,7 @@ impl Decided {
             match &decision.body {
                 EventBody::AdmissionDecision(d) =>
                     decide::decision_id(&d.cause_event_id, index as usize, decide::ADMISSION),
-                _ => String::new(),
+                _ => Text::default(),
             },
             "not the state machine's own admission decision"
         );
@@ -192,25 +192,25 @@ impl Decided {
         let envelope = Envelope {
             event_id: decide::decision_id(cause_event_id, c.index as usize, decide::ADMISSION),
             event_time: c.event_time,
-            source: SOURCE.to_owned(),
-            cluster: self.texts.get(c.cluster).to_owned(),
+            source: decide::source(),
+            cluster: self.texts.get(c.cluster).into(),
         };
         let body = AdmissionDecision {
-            pool: pool.to_owned(),
-            request_id: request_id.to_owned(),
-            job_id: self.ids.get(c.job_id).to_owned(),
+            pool: pool.into(),
+            request_id: request_id.into(),
+            job_id: self.ids.get(c.job_id).into(),
             attempt: c.attempt,
-            tenant: self.texts.get(c.tenant).to_owned(),
+            tenant: self.texts.get(c.tenant).into(),
             slices: c.slices,
             max_slices: c.max_slices,
             decision: c.decision,
             kind: c.kind,
-            reason: self.texts.get(c.reason).to_owned(),
+            reason: self.texts.get(c.reason).into(),
             entitled_ge: exact(c.entitled_ge),
             used_ge: exact(c.used_ge),
             ledger_partition: c.ledger_partition,
             ledger_offset: c.ledger_offset,
-            cause_event_id: cause_event_id.to_owned(),
+            cause_event_id: cause_event_id.into(),
         };
         Arc::new(Event::new(envelope, body))
     }

@@ -286,7 +286,7 @@ mod tests {
 
     fn hold(expires_at: i64) -> Hold {
         Hold {
-            request_id: format!("r-{expires_at}"),
+            request_id: format!("r-{expires_at}").into(),
             tenant: "t".into(),
             ge: Ge::of(1, 7),
             kind: HoldKind::Quota,

@@ -65,7 +65,7 @@ pub(crate) fn apply(
     match e.state {
         JobState::Submitted => {
             pool.attempts
-                .get_or_insert_with(key, || Attempt::new(e.tenant.as_str().into()));
+                .get_or_insert_with(key, || Attempt::new(Arc::clone(e.tenant.as_arc())));
         }
         JobState::Started if phase == Some(AttemptPhase::Running) => {
             // Another node of a multi-node job: its devices join from its
@@ -95,7 +95,7 @@ pub(crate) fn apply(
             // The hold's tenant is this event's (checked above): shared.
             let (admitted, tenant) = match hold {
                 Some((kind, ge, tenant)) => (Some((kind, ge)), tenant),
-                None => (None, Arc::from(e.tenant.as_str())),
+                None => (None, Arc::clone(e.tenant.as_arc())),
             };
             let mut unadmitted_ge = None;
             if admitted.is_none() {

@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use gpuledger_schemas::billing::{Facts, Period, Segment, UseKind};
 use gpuledger_schemas::events::HoldKind;
-use gpuledger_schemas::{Event, EventBody, Timestamp};
+use gpuledger_schemas::{Event, EventBody, Text, Timestamp};
 use serde::{Deserialize, Serialize};
 
 pub use ge::Ge;
@@ -104,7 +104,7 @@ impl Default for LedgerConfig {
 /// (or expires unstarted).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Hold {
-    pub(crate) request_id: String,
+    pub(crate) request_id: Text,
     /// Shared with the attempt, once it starts.
     pub(crate) tenant: Arc<str>,
     pub(crate) ge: Ge,

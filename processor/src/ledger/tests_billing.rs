@@ -108,7 +108,7 @@ fn budgets_alert_once_per_threshold_and_deny_once_spent() {
     let admissions: Vec<(String, String)> = decisions(&outcomes)
         .into_iter()
         .filter_map(|d| match d.body {
-            EventBody::AdmissionDecision(a) => Some((a.request_id, a.reason)),
+            EventBody::AdmissionDecision(a) => Some((a.request_id.into(), a.reason.into())),
             _ => None,
         })
         .collect();
@@ -141,7 +141,7 @@ fn a_gpu_hour_budget_denies_too() {
     let reasons: Vec<String> = decisions(&outcomes)
         .into_iter()
         .filter_map(|d| match d.body {
-            EventBody::AdmissionDecision(a) => Some(a.reason),
+            EventBody::AdmissionDecision(a) => Some(a.reason.into()),
             _ => None,
         })
         .collect();

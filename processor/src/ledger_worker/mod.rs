@@ -603,10 +603,10 @@ impl ClockTicks {
         for pool in pools {
             let event = Event::new(
                 Envelope {
-                    event_id: format!("clock-{pool}-{}", now.as_micros()),
+                    event_id: format!("clock-{pool}-{}", now.as_micros()).into(),
                     event_time: now,
-                    source: "gpuledger-processor".to_owned(),
-                    cluster: cluster.to_owned(),
+                    source: "gpuledger-processor".into(),
+                    cluster: cluster.into(),
                 },
                 Clock {
                     pool: pool.clone(),

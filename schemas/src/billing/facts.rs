@@ -263,13 +263,13 @@ impl Facts {
     /// A `ReservationDecision`: `confirmed` opens a window, `cancelled` ends
     /// it at the decision's time.
     fn reservation(&mut self, d: &ReservationDecision, at: Timestamp) {
-        let pool = self.pools.entry(d.pool.clone()).or_default();
+        let pool = self.pools.entry(d.pool.to_string()).or_default();
         match d.decision {
             ReservationOutcome::Confirmed => {
                 pool.reservations.insert(
                     d.reservation_id.clone(),
                     ReservedWindow {
-                        tenant: d.tenant.clone(),
+                        tenant: d.tenant.clone().to_string(),
                         ge: Rational::new(d.slices.into(), d.max_slices.into()).unwrap_or_default(),
                         // A start before the decision is taken as the decision's time.
                         start: d.start.max(at),

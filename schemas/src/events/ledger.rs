@@ -2,6 +2,7 @@
 //! machine's input, in total order per pool.
 
 use crate::exact::Decimal;
+use crate::text::Text;
 use crate::time::Timestamp;
 
 symbols! {
@@ -129,11 +130,11 @@ record! {
 record! {
     /// Job lifecycle of one attempt.
     pub struct JobEvent {
-        pub pool: String,
-        pub job_id: String,
+        pub pool: Text,
+        pub job_id: Text,
         /// 1, 2, … : a retry is a new attempt of the same job.
         pub attempt: i32,
-        pub tenant: String,
+        pub tenant: Text,
         #[serde(default)]
         pub user: Option<String>,
         #[serde(default)]
@@ -159,11 +160,11 @@ record! {
 record! {
     /// "May this job start with this much?"
     pub struct AdmissionRequest {
-        pub pool: String,
-        pub request_id: String,
-        pub job_id: String,
+        pub pool: Text,
+        pub request_id: Text,
+        pub job_id: Text,
         pub attempt: i32,
-        pub tenant: String,
+        pub tenant: Text,
         pub slices: i32,
         pub max_slices: i32,
     }

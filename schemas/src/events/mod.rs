@@ -7,6 +7,7 @@ pub mod telemetry;
 
 use serde::{Deserialize, Serialize};
 
+use crate::text::Text;
 use crate::time::Timestamp;
 
 pub use decisions::*;
@@ -55,13 +56,13 @@ impl Topic {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Envelope {
     /// Unique; retries reuse it, so it is the dedupe key.
-    pub event_id: String,
+    pub event_id: Text,
     /// When it happened, UTC. Nothing in the ledger uses wall-clock time.
     pub event_time: Timestamp,
     /// Who emitted it.
-    pub source: String,
+    pub source: Text,
     /// Which cluster.
-    pub cluster: String,
+    pub cluster: Text,
 }
 
 /// One event: envelope plus payload.
