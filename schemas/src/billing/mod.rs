@@ -11,6 +11,7 @@
 //!
 //! Pure: no I/O, no clock. `now` is always passed in.
 
+mod by_class;
 mod charges;
 mod facts;
 mod output;

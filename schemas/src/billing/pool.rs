@@ -15,9 +15,10 @@ use crate::exact::Rational;
 use crate::pricing::{RateKind, StatementLine, ge_amount};
 use crate::time::{MICROS_PER_HOUR, Timestamp};
 
+use super::by_class::ByClass;
 use super::charges::{Charge, Charged};
 use super::facts::{Facts, PoolFacts, Segment, UseKind};
-use super::segments::{Row, Sums};
+use super::segments::{Pricer, Row, Sums};
 use super::{BillingError, add};
 
 /// A tenant's exact figures in one pool.
@@ -209,7 +210,7 @@ fn row_share(
 
 /// One tenant's compute by kind and health credit (budgets): settled
 /// segments come from the tenant's running total, the others are priced
-/// now.
+/// now; both class by class where they can be ([`ByClass`]).
 fn tenant_segments(
     facts: &Facts,
     name: &str,
@@ -219,26 +220,71 @@ fn tenant_segments(
     tenant: &str,
     out: &mut PoolFigures,
 ) -> Result<(), BillingError> {
-    let generation = facts.generation();
+    let mut pricer = TenantPricer {
+        facts,
+        name,
+        pool,
+        generation: facts.generation(),
+        span: (from, to),
+        classes: ByClass::new(facts, name, pool, from, to),
+    };
+    let generation = pricer.generation;
     let sums = pool
         .segments
-        .tenant_sums(tenant, generation, from, to, |row, sums| {
-            let Some(share) = row_share(facts, name, pool, row, generation, from, to)? else {
-                return Ok(());
-            };
-            sums.ge_micros = sums.ge_micros.clone() + share.held;
-            sums.add(compute_line(row.segment.kind), share.amount);
-            if !share.credit.is_zero() {
-                sums.add(StatementLine::HealthCredit, -share.credit);
-            }
-            Ok::<(), BillingError>(())
-        })?;
+        .tenant_sums(tenant, generation, from, to, &mut pricer)?;
     if sums != Sums::default() {
         let f = out.tenants.entry(tenant.to_owned()).or_default();
         f.ge_micros = sums.ge_micros;
         f.lines = sums.lines;
     }
     Ok(())
+}
+
+/// Prices a tenant's rows over `span` for its own figures.
+struct TenantPricer<'f> {
+    facts: &'f Facts,
+    name: &'f str,
+    pool: &'f PoolFacts,
+    generation: u64,
+    span: (Timestamp, Timestamp),
+    classes: ByClass,
+}
+
+impl Pricer for TenantPricer<'_> {
+    type Error = BillingError;
+
+    fn add(&mut self, row: &Row, sums: &mut Sums) -> Result<(), BillingError> {
+        let (from, to) = self.span;
+        let s = &row.segment;
+        if let Some((a, b)) = s.within(from, to)
+            && self.classes.take(s, a, b)
+        {
+            return Ok(());
+        }
+        let Some(share) = row_share(
+            self.facts,
+            self.name,
+            self.pool,
+            row,
+            self.generation,
+            from,
+            to,
+        )?
+        else {
+            return Ok(());
+        };
+        sums.ge_micros = sums.ge_micros.clone() + share.held;
+        sums.add(compute_line(s.kind), share.amount);
+        if !share.credit.is_zero() {
+            sums.add(StatementLine::HealthCredit, -share.credit);
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, sums: &mut Sums) -> Result<(), BillingError> {
+        self.classes
+            .add_to(self.facts, self.name, sums, compute_line)
+    }
 }
 
 /// The compute line a kind of use is billed on.

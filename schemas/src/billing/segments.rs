@@ -288,18 +288,18 @@ impl Segments {
             .flat_map(|t| t.rows.iter().map(|row| &*row.segment))
     }
 
-    /// `tenant`'s sums over [from, to) as of `generation`: `add` adds one
-    /// row's share to the sums it is given. A row that ended by `to` is
-    /// added to the tenant's running total once, the others every time;
-    /// rows already in the total are not visited.
-    pub(super) fn tenant_sums<E>(
+    /// `tenant`'s sums over [from, to) as of `generation`, rows priced by
+    /// `pricer`. A row that ended by `to` is added to the tenant's running
+    /// total once, the others every time; rows already in the total are
+    /// not visited.
+    pub(super) fn tenant_sums<P: Pricer>(
         &self,
         tenant: &str,
         generation: u64,
         from: Timestamp,
         to: Timestamp,
-        mut add: impl FnMut(&Row, &mut Sums) -> Result<(), E>,
-    ) -> Result<Sums, E> {
+        pricer: &mut P,
+    ) -> Result<Sums, P::Error> {
         let Some(tenant) = self.0.get(tenant) else {
             return Ok(Sums::default());
         };
@@ -307,8 +307,9 @@ impl Segments {
         let Ok(mut guard) = tenant.settled.lock() else {
             // Poisoned by a panic elsewhere: add every row up afresh.
             for row in &tenant.rows {
-                add(row, &mut running)?;
+                pricer.add(row, &mut running)?;
             }
+            pricer.flush(&mut running)?;
             return Ok(running);
         };
         let total = match guard.take() {
@@ -323,23 +324,45 @@ impl Segments {
             },
         };
         let total = guard.insert(Settled { to, ..total });
+        // The rows settled since first, into the total, then the others.
         let mut still = Vec::with_capacity(total.uncounted.len());
-        for &place in &total.uncounted {
-            let Some(row) = tenant.rows.get(place) else {
-                continue;
-            };
-            if row.segment.end.is_none_or(|end| end > to) {
-                add(row, &mut running)?;
-                still.push(place);
-            } else if row.counted_in.load(Ordering::Relaxed) != total.epoch {
-                add(row, &mut total.sums)?;
-                row.counted_in.store(total.epoch, Ordering::Relaxed);
+        let mut settle = || {
+            for &place in &total.uncounted {
+                let Some(row) = tenant.rows.get(place) else {
+                    continue;
+                };
+                if row.segment.end.is_none_or(|end| end > to) {
+                    still.push(place);
+                } else if row.counted_in.load(Ordering::Relaxed) != total.epoch {
+                    pricer.add(row, &mut total.sums)?;
+                    row.counted_in.store(total.epoch, Ordering::Relaxed);
+                }
             }
+            pricer.flush(&mut total.sums)
+        };
+        if let Err(e) = settle() {
+            // Rows may be marked counted that the total lacks: start over.
+            *guard = None;
+            return Err(e);
         }
         total.uncounted = still;
+        for &place in &total.uncounted {
+            pricer.add(&tenant.rows[place], &mut running)?;
+        }
+        pricer.flush(&mut running)?;
         running.merge(&total.sums);
         Ok(running)
     }
+}
+
+/// How [`Segments::tenant_sums`] prices rows: each as it comes, or some
+/// gathered and priced together when flushed.
+pub(super) trait Pricer {
+    type Error;
+    /// Adds `row`'s share to `sums`, or gathers it for the next flush.
+    fn add(&mut self, row: &Row, sums: &mut Sums) -> Result<(), Self::Error>;
+    /// Adds to `sums` what was gathered since the last flush.
+    fn flush(&mut self, sums: &mut Sums) -> Result<(), Self::Error>;
 }
 
 impl PartialEq for Segments {
