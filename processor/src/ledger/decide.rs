@@ -391,5 +391,11 @@ mod tests {
         for n in [0, 7, 10, 1_234_567, usize::MAX] {
             assert_eq!(decision_id("req-9", n, "burst"), format!("req-9/{n}/burst"));
         }
+        // Longer than the stack buffer: put together on the heap.
+        let long = "é".repeat(200);
+        assert_eq!(
+            decision_id(&long, 12, "admission"),
+            format!("{long}/12/admission")
+        );
     }
 }
