@@ -220,15 +220,15 @@ fn tenant_segments(
     tenant: &str,
     out: &mut PoolFigures,
 ) -> Result<(), BillingError> {
+    let generation = facts.generation();
     let mut pricer = TenantPricer {
         facts,
         name,
         pool,
-        generation: facts.generation(),
+        generation,
         span: (from, to),
         classes: ByClass::new(facts, name, pool, from, to),
     };
-    let generation = pricer.generation;
     let sums = pool
         .segments
         .tenant_sums(tenant, generation, from, to, &mut pricer)?;
