@@ -42,13 +42,17 @@ const MI_OPTION_PURGE_DECOMMITS: libmimalloc_sys::mi_option_t = 5;
 ///   touch of a fresh page zeroed 2 MiB: the writer spent a second of
 ///   system time per 10 M samples doing so, half its system time. The
 ///   process opts out of them (`PR_SET_THP_DISABLE`, which covers memory
-///   mapped before `main` too) unless `MIMALLOC_ALLOW_THP` is set.
-fn tune_allocator() {
+///   mapped before `main` too) unless `MIMALLOC_ALLOW_THP` is set, or
+///   `huge_pages` says the command only folds the ledger: the ledger's
+///   tables are large and read at random, one miss of the address cache
+///   (TLB) per lookup with 4 KiB pages, and 2 MiB pages made `fold` of the
+///   benchmark month about 10 % faster (BENCHMARKS.md).
+fn tune_allocator(huge_pages: bool) {
     if std::env::var_os("MIMALLOC_PURGE_DECOMMITS").is_none() {
         // SAFETY: sets one of mimalloc's options; any value is allowed.
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DECOMMITS, 0) };
     }
-    if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
+    if !huge_pages && std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
         // SAFETY: a flag of this process's memory map; no memory changes.
         // A kernel without it refuses, and huge pages stay as they were.
         unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
@@ -92,6 +96,16 @@ enum Command {
     /// whole file is parsed, and report the events per second (the pure
     /// replay throughput) and a digest of the decisions.
     Fold(FoldArgs),
+}
+
+impl Command {
+    /// Whether the command folds the ledger and writes no telemetry.
+    fn folds_ledger_only(&self) -> bool {
+        matches!(
+            self,
+            Command::Fold(_) | Command::Statement(_) | Command::Replay(_)
+        )
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -346,8 +360,8 @@ fn parse_pair(s: &str) -> Result<(String, String), String> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tune_allocator();
     let cli = Cli::parse();
+    tune_allocator(cli.command.folds_ledger_only());
     cli.log.init();
     let shutdown = Shutdown::from_signals();
     match cli.command {
@@ -588,6 +602,30 @@ async fn main() -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
+    /// Commands that fold the ledger alone may use huge pages; the others
+    /// write telemetry and do not.
+    #[test]
+    fn only_ledger_folds_use_huge_pages() {
+        let folds = |args: &[&str]| {
+            let cli = super::Cli::try_parse_from(
+                std::iter::once("gpuledger-processor").chain(args.iter().copied()),
+            )
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            cli.command.folds_ledger_only()
+        };
+        assert!(folds(&["fold", "--ledger", "l.ndjson"]));
+        assert!(folds(&[
+            "statement",
+            "--ledger",
+            "l.ndjson",
+            "--period",
+            "2026-11"
+        ]));
+        assert!(!folds(&["generate", "--history-root", "h"]));
+    }
+
     /// The kernel reports the opt-out in the process's status as
     /// `THP_enabled: 0` (a kernel that reports nothing is not checked).
     #[test]
@@ -595,7 +633,7 @@ mod tests {
         if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
             return;
         }
-        super::tune_allocator();
+        super::tune_allocator(false);
         let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
         let reported = status.lines().find(|l| l.starts_with("THP_enabled:"));
         if let Some(line) = reported {

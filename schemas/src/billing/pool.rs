@@ -418,31 +418,36 @@ fn capacity_at(pool: &PoolFacts, at: Timestamp) -> Rational {
         .sum()
 }
 
-/// What changes at an instant of the sweep.
-enum Change {
+/// What changes at an instant of the sweep, for the tenant it names.
+enum Change<'f> {
     Held {
-        tenant: String,
+        tenant: &'f str,
         ge: Rational,
         reserved: bool,
     },
     Released {
-        tenant: String,
+        tenant: &'f str,
         ge: Rational,
         reserved: bool,
     },
     WindowOpens {
-        tenant: String,
+        tenant: &'f str,
         ge: Rational,
     },
     WindowCloses {
-        tenant: String,
+        tenant: &'f str,
         ge: Rational,
     },
 }
 
-fn plus(map: &mut BTreeMap<String, Rational>, key: &str, delta: Rational) {
-    let entry = map.entry(key.to_owned()).or_default();
-    *entry = entry.clone() + delta;
+/// Adds `delta` to `key`'s sum (a new key starts at zero).
+fn plus<'f>(map: &mut BTreeMap<&'f str, Rational>, key: &'f str, delta: Rational) {
+    match map.get_mut(key) {
+        Some(sum) => *sum = sum.clone() + delta,
+        None => {
+            map.insert(key, delta);
+        }
+    }
 }
 
 /// `reservation_unused`, held GE-time per tenant, unallocated capacity and
@@ -475,7 +480,9 @@ fn sweep(
     {
         return Ok(());
     }
-    let mut changes: BTreeMap<Timestamp, Vec<Change>> = BTreeMap::new();
+    // Every change with its instant, in time order once sorted (the order
+    // within an instant does not matter: they all apply before it lasts).
+    let mut changes: Vec<(Timestamp, Change<'_>)> = Vec::new();
     let rows: Box<dyn Iterator<Item = &Segment>> = match scope {
         Scope::Pool => Box::new(pool.segments.values()),
         Scope::Tenant(t) => Box::new(pool.segments.values_of(t)),
@@ -490,16 +497,23 @@ fn sweep(
             continue;
         };
         let reserved = s.kind == UseKind::Reserved;
-        changes.entry(a).or_default().push(Change::Held {
-            tenant: s.tenant.to_string(),
-            ge: s.ge(),
-            reserved,
-        });
-        changes.entry(b).or_default().push(Change::Released {
-            tenant: s.tenant.to_string(),
-            ge: s.ge(),
-            reserved,
-        });
+        let (tenant, ge) = (&*s.tenant, s.ge());
+        changes.push((
+            a,
+            Change::Held {
+                tenant,
+                ge: ge.clone(),
+                reserved,
+            },
+        ));
+        changes.push((
+            b,
+            Change::Released {
+                tenant,
+                ge,
+                reserved,
+            },
+        ));
     }
     for r in pool
         .reservations
@@ -510,14 +524,21 @@ fn sweep(
         if b <= a {
             continue;
         }
-        changes.entry(a).or_default().push(Change::WindowOpens {
-            tenant: r.tenant.clone(),
-            ge: r.ge.clone(),
-        });
-        changes.entry(b).or_default().push(Change::WindowCloses {
-            tenant: r.tenant.clone(),
-            ge: r.ge.clone(),
-        });
+        let tenant = r.tenant.as_str();
+        changes.push((
+            a,
+            Change::WindowOpens {
+                tenant,
+                ge: r.ge.clone(),
+            },
+        ));
+        changes.push((
+            b,
+            Change::WindowCloses {
+                tenant,
+                ge: r.ge.clone(),
+            },
+        ));
     }
     let inside = |t: &Timestamp| *t > from && *t < to;
     let capacity_points: BTreeSet<Timestamp> = pool
@@ -528,21 +549,25 @@ fn sweep(
         .filter(inside)
         .collect();
     let mut points: BTreeSet<Timestamp> = BTreeSet::from([from, to]);
-    points.extend(changes.keys().copied().filter(inside));
+    changes.sort_by_key(|(t, _)| *t);
+    points.extend(changes.iter().map(|(t, _)| *t).filter(inside));
     points.extend(capacity_points.iter().copied());
     points.extend(facts.books().change_points(name, from, to));
     let points: Vec<Timestamp> = points.into_iter().collect();
 
-    let mut held: BTreeMap<String, Rational> = BTreeMap::new();
-    let mut reserved_use: BTreeMap<String, Rational> = BTreeMap::new();
-    let mut reserved_ge: BTreeMap<String, Rational> = BTreeMap::new();
+    let mut held: BTreeMap<&str, Rational> = BTreeMap::new();
+    let mut reserved_use: BTreeMap<&str, Rational> = BTreeMap::new();
+    let mut reserved_ge: BTreeMap<&str, Rational> = BTreeMap::new();
     let mut capacity = capacity_at(pool, from);
     let mut shared = Rational::zero();
     // Per tenant: unused reserved GPU-hours charged, and when.
-    let mut unused_hours: BTreeMap<String, (Rational, Timestamp, Timestamp)> = BTreeMap::new();
+    let mut unused_hours: BTreeMap<&str, (Rational, Timestamp, Timestamp)> = BTreeMap::new();
+    // Changes before `next` have applied; none lies before `from`.
+    let mut next = 0;
     for w in points.windows(2) {
         let (x, y) = (w[0], w[1]);
-        for change in changes.get(&x).into_iter().flatten() {
+        let at_x = changes[next..].partition_point(|(t, _)| *t <= x);
+        for (_, change) in &changes[next..next + at_x] {
             match change {
                 Change::Held {
                     tenant,
@@ -568,6 +593,7 @@ fn sweep(
                 Change::WindowCloses { tenant, ge } => plus(&mut reserved_ge, tenant, -ge.clone()),
             }
         }
+        next += at_x;
         if capacity_points.contains(&x) {
             capacity = capacity_at(pool, x);
         }
@@ -586,7 +612,10 @@ fn sweep(
                 continue;
             }
             let rate = facts.books().rate(name, &model, RateKind::Reserved, x)?;
-            let f = out.tenants.entry(tenant.clone()).or_default();
+            let f = match out.tenants.get_mut(*tenant) {
+                Some(f) => f,
+                None => out.tenants.entry((*tenant).to_owned()).or_default(),
+            };
             add(
                 &mut f.lines,
                 StatementLine::ReservationUnused,
@@ -594,7 +623,7 @@ fn sweep(
             );
             let hours = ge_hours(&unused, micros);
             unused_hours
-                .entry(tenant.clone())
+                .entry(tenant)
                 .and_modify(|(h, _, last)| {
                     *h = h.clone() + hours.clone();
                     *last = y;
@@ -618,14 +647,14 @@ fn sweep(
     }
     if scope == Scope::Pool {
         for (tenant, (hours, first, last)) in unused_hours {
-            let f = out.tenants.entry(tenant.clone()).or_default();
+            let f = out.tenants.entry(tenant.to_owned()).or_default();
             let amount = f
                 .lines
                 .get(&StatementLine::ReservationUnused)
                 .cloned()
                 .unwrap_or_default();
             f.charges.push(Charge::new(
-                &tenant,
+                tenant,
                 name,
                 StatementLine::ReservationUnused,
                 Charged::UnusedReservations {
