@@ -95,15 +95,15 @@ pub(crate) fn request(
         }
     };
     let key = (r.job_id.as_str(), r.attempt);
-    if pool.holds.contains(key) {
+    let live = pool.live.find(key);
+    if live.hold.is_some() {
         return Err(format!(
             "job {:?} attempt {} already holds an admission; a new one needs a new attempt",
             r.job_id, r.attempt
         ));
     }
-    let known_tenant = pool
-        .attempts
-        .get(key)
+    let known_tenant = live
+        .attempt
         .map(|a| &*a.tenant)
         .or_else(|| records.ended.get(&r.pool, key));
     if let Some(tenant) = known_tenant
@@ -120,7 +120,7 @@ pub(crate) fn request(
     let (nominal, burst_ge) =
         policy.map_or((Ge::zero(), Ge::zero()), |(_, n, b)| (n.clone(), b.clone()));
     let reserved = pool.active_reserved(&r.tenant, now);
-    let (reserved_use, quota_use, burst_use) = pool.holds.uses_of(&r.tenant);
+    let (reserved_use, quota_use, burst_use) = pool.live.uses_of(&r.tenant);
 
     let budget_spent =
         policy.and_then(|(p, _, _)| budgets::exhausted(&records.billing, p, now, watch));
@@ -172,7 +172,7 @@ pub(crate) fn request(
 
     // What on-demand capacity must cover.
     let capacity = pool.inventory.capacity();
-    let all_holds = pool.holds.total().clone();
+    let all_holds = pool.live.total().clone();
     let shortfall = match kind {
         HoldKind::Burst => {
             let active_reservations: Ge = pool
@@ -181,7 +181,7 @@ pub(crate) fn request(
                 .filter(|res| res.active_at(now))
                 .map(|res| res.ge.clone())
                 .sum();
-            let burst_holds = pool.holds.burst_total().clone();
+            let burst_holds = pool.live.burst_total().clone();
             let free_spare = (pool.spare() - active_reservations - burst_holds).clamp_zero();
             g.clone() - free_spare
         }
@@ -210,7 +210,7 @@ pub(crate) fn request(
         .decided
         .insert_absent(&r.pool, &r.request_id, absent, &decision, index);
     // A hold for this attempt was rejected above.
-    pool.holds.insert_new(
+    pool.live.insert_new(
         key,
         Hold {
             request_id: r.request_id.clone(),

@@ -264,8 +264,8 @@ fn watch_of(
     // reserved GE is charged as time passes).
     let mut running_by_kind: KindRates<Ge> = Default::default();
     for segment in pool
-        .attempts
-        .values()
+        .live
+        .attempts()
         .filter(|a| *a.tenant == *tenant)
         .filter_map(|a| a.segment.as_ref())
     {
@@ -274,8 +274,8 @@ fn watch_of(
     }
     let running: Ge = running_by_kind.iter().cloned().sum();
     let on_failed: Ge = pool
-        .attempts
-        .values()
+        .live
+        .attempts()
         .filter(|a| *a.tenant == *tenant)
         .filter(|a| a.devices.iter().any(|d| pool.inventory.may_be_failed(d)))
         .filter_map(|a| a.segment.as_ref().map(|s| s.ge.clone()))

@@ -67,18 +67,6 @@ impl<V> ByAttempt<V> {
         Some(&mut attempts[i].1)
     }
 
-    pub(crate) fn contains(&self, key: AttemptKey<'_>) -> bool {
-        self.get(key).is_some()
-    }
-
-    pub(crate) fn get_or_insert_with(
-        &mut self,
-        key: AttemptKey<'_>,
-        make: impl FnOnce() -> V,
-    ) -> &mut V {
-        self.get_or_insert_with_job(key, make).1
-    }
-
     /// [`ByAttempt::get_or_insert_with`], with the job's id as stored.
     pub(crate) fn get_or_insert_with_job(
         &mut self,
@@ -123,8 +111,28 @@ impl<V> ByAttempt<V> {
         self.0.get_or_insert_with_key(job, Few::none)
     }
 
-    pub(crate) fn remove(&mut self, key: AttemptKey<'_>) -> Option<V> {
-        self.take(key, |_, value| value)
+    /// Applies `change` to the value of `(job, attempt)`, then removes it
+    /// if `empty` says it is: one lookup for both.
+    pub(crate) fn change<R>(
+        &mut self,
+        (job, attempt): AttemptKey<'_>,
+        change: impl FnOnce(&mut V) -> R,
+        empty: impl FnOnce(&V) -> bool,
+    ) -> Option<R> {
+        let changed = self.0.change(
+            job,
+            |_, attempts| {
+                let i = find(attempts.as_slice(), attempt).ok()?;
+                let value = &mut attempts.as_mut_slice()[i].1;
+                let result = change(value);
+                if empty(value) {
+                    attempts.remove(i);
+                }
+                Some(result)
+            },
+            Few::is_empty,
+        );
+        changed.flatten()
     }
 
     /// [`ByAttempt::remove`], giving the job's id as stored too.
@@ -210,13 +218,13 @@ mod tests {
         assert_eq!(map.insert(("j-1", 1), "a1"), None);
         assert_eq!(map.insert(("j-1", 1), "a1'"), Some("a1"));
         assert_eq!(map.get(("j-1", 1)), Some(&"a1'"));
-        assert!(!map.contains(("j-3", 1)));
+        assert!(map.get(("j-3", 1)).is_none());
         let keys: Vec<_> = map.sorted().into_iter().map(|(k, _)| k).collect();
         assert_eq!(keys, [("j-1", 1), ("j-1", 2), ("j-2", 1)]);
-        assert_eq!(map.remove(("j-2", 1)), Some("b"));
-        assert_eq!(map.remove(("j-2", 1)), None);
+        assert_eq!(map.remove_with_job(("j-2", 1)).map(|(_, v)| v), Some("b"));
+        assert_eq!(map.remove_with_job(("j-2", 1)).map(|(_, v)| v), None);
         // A job's attempts go from one to several and back to none.
-        *map.get_or_insert_with(("j-3", 2), || "c2") = "c2'";
+        *map.get_or_insert_with_job(("j-3", 2), || "c2").1 = "c2'";
         map.insert(("j-3", 3), "c3");
         map.insert(("j-3", 1), "c1");
         let keys: Vec<_> = map.sorted().into_iter().map(|(k, v)| (k, *v)).collect();
@@ -225,13 +233,24 @@ mod tests {
             [(("j-3", 1), "c1"), (("j-3", 2), "c2'"), (("j-3", 3), "c3")]
         );
         for (attempt, value) in [(2, "c2'"), (1, "c1"), (3, "c3")] {
-            assert_eq!(map.remove(("j-3", attempt)), Some(value));
+            assert_eq!(
+                map.remove_with_job(("j-3", attempt)).map(|(_, v)| v),
+                Some(value)
+            );
         }
         assert_eq!(map.get(("j-3", 3)), None);
         map.insert(("j-3", 1), "c1");
         let (job, value) = map.remove_with_job(("j-3", 1)).unwrap();
         assert_eq!((&*job, value), ("j-3", "c1"));
         assert_eq!(map.0.get("j-3"), None);
+
+        // A change may empty a value, which then leaves; the job with it.
+        map.insert(("j-4", 1), "d1");
+        assert_eq!(map.change(("j-4", 1), |v| *v = "d1'", |_| false), Some(()));
+        assert_eq!(map.get(("j-4", 1)), Some(&"d1'"));
+        assert_eq!(map.change(("j-4", 2), |_| (), |_| true), None);
+        assert_eq!(map.change(("j-4", 1), |v| *v, |_| true), Some("d1'"));
+        assert_eq!(map.0.get("j-4"), None);
 
         // Stored as the pairs a map keyed by (job, attempt) would write.
         let text = serde_json::to_string(&map).unwrap();

@@ -1,21 +1,26 @@
-//! A pool's live holds, with what admission and the timers ask of them
-//! kept up to date as they change: Σ GE per tenant and kind, Σ GE of all
-//! holds and of burst holds, and the unstarted holds in expiry order. An
-//! event then costs the logarithm of the live state, not a scan of it.
+//! A pool's live attempts, one record each: the hold admission gave it,
+//! while it has one, and the attempt once it was submitted or started. A
+//! job event reads and changes both in one lookup of its (job, attempt).
+//! Kept up to date beside them, for admission and the timers: Σ GE of
+//! holds per tenant and kind, of all holds and of burst holds, and the
+//! unstarted holds in expiry order. An event then costs the logarithm of
+//! the live state, not a scan of it.
 //!
-//! Only the holds themselves are stored in a snapshot; the sums and the
-//! expiry order are rebuilt when it is read.
+//! A snapshot stores the holds and the attempts as two lists, as it did
+//! when they were kept apart; the sums and the expiry order are rebuilt
+//! when it is read.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::events::HoldKind;
+use serde::ser::SerializeStruct;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::by_attempt::{AttemptKey, ByAttempt};
 use super::few::Few;
-use super::{Ge, Hold};
+use super::{Attempt, Ge, Hold};
 
 /// One tenant's Σ GE of holds, by kind.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -41,10 +46,36 @@ impl KindSums {
     }
 }
 
-/// The live holds of one pool, by attempt.
+/// One live attempt: its hold, its attempt, or both; never neither.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Holds {
-    by_attempt: ByAttempt<Hold>,
+struct Record {
+    hold: Option<Hold>,
+    attempt: Option<Attempt>,
+}
+
+impl Record {
+    fn is_empty(&self) -> bool {
+        self.hold.is_none() && self.attempt.is_none()
+    }
+}
+
+/// A live attempt as a job event finds it.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Found<'a> {
+    pub(crate) hold: Option<&'a Hold>,
+    pub(crate) attempt: Option<&'a Attempt>,
+}
+
+/// An attempt taken out of the live state, with its job's id as stored.
+pub(crate) struct Ended {
+    pub(crate) job: Arc<str>,
+    pub(crate) attempt: Option<Attempt>,
+}
+
+/// The live attempts of one pool: holds and attempts by (job, attempt).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Live {
+    by_attempt: ByAttempt<Record>,
     /// Σ GE by tenant and kind; a tenant whose sums are all zero is removed.
     use_by: BTreeMap<String, KindSums>,
     total: Ge,
@@ -53,17 +84,28 @@ pub(crate) struct Holds {
     expiries: Expiries,
 }
 
-impl Holds {
+impl Live {
+    /// The hold and the attempt of `key`, in one lookup.
+    pub(crate) fn find(&self, key: AttemptKey<'_>) -> Found<'_> {
+        self.by_attempt
+            .get(key)
+            .map_or_else(Found::default, |r| Found {
+                hold: r.hold.as_ref(),
+                attempt: r.attempt.as_ref(),
+            })
+    }
+
     pub(crate) fn get(&self, key: AttemptKey<'_>) -> Option<&Hold> {
-        self.by_attempt.get(key)
+        self.by_attempt.get(key)?.hold.as_ref()
     }
 
     pub(crate) fn contains(&self, key: AttemptKey<'_>) -> bool {
-        self.by_attempt.contains(key)
+        self.get(key).is_some()
     }
 
+    /// Every hold, in no particular order.
     pub(crate) fn values(&self) -> impl Iterator<Item = &Hold> {
-        self.by_attempt.values()
+        self.by_attempt.values().filter_map(|r| r.hold.as_ref())
     }
 
     /// Adds a hold (replacing any for the same attempt).
@@ -77,25 +119,34 @@ impl Holds {
         debug_assert!(!self.contains(key), "the attempt holds one already");
         self.count(&hold, true);
         let expires_at = hold.expires_at;
-        let (_, job) = self.by_attempt.insert_shared(key, hold);
+        let (job, record) = self.by_attempt.get_or_insert_with_job(key, Record::default);
+        record.hold = Some(hold);
         if let Some(at) = expires_at {
+            let job = Arc::clone(job);
             self.expiries.add(at, job, key.1);
         }
     }
 
-    /// Releases a hold.
+    /// Releases a hold; the attempt, if any, stays.
     pub(crate) fn remove(&mut self, key: AttemptKey<'_>) -> Option<Hold> {
-        let hold = self.by_attempt.remove(key)?;
-        self.count(&hold, false);
+        let hold = self
+            .by_attempt
+            .change(key, |r| r.hold.take(), Record::is_empty)??;
+        self.released(key, &hold);
+        Some(hold)
+    }
+
+    /// Takes a released hold out of the sums and the expiry order.
+    fn released(&mut self, key: AttemptKey<'_>, hold: &Hold) {
+        self.count(hold, false);
         if let Some(at) = hold.expires_at {
             self.expiries.forget(at, key);
         }
-        Some(hold)
     }
 
     /// The attempt started: its hold no longer expires. Returns the hold.
     pub(crate) fn start(&mut self, key: AttemptKey<'_>) -> Option<&Hold> {
-        let hold = self.by_attempt.get_mut(key)?;
+        let hold = self.by_attempt.get_mut(key)?.hold.as_mut()?;
         if let Some(at) = hold.expires_at.take() {
             self.expiries.forget(at, key);
         }
@@ -104,13 +155,62 @@ impl Holds {
 
     /// Moves a hold to another kind.
     pub(crate) fn reclassify(&mut self, key: AttemptKey<'_>, kind: HoldKind) {
-        let Some(mut hold) = self.by_attempt.get(key).cloned() else {
+        let Some(mut hold) = self.get(key).cloned() else {
             return;
         };
         self.count(&hold, false);
         hold.kind = kind;
         self.count(&hold, true);
-        self.by_attempt.insert(key, hold);
+        if let Some(record) = self.by_attempt.get_mut(key) {
+            record.hold = Some(hold);
+        }
+    }
+
+    /// The attempt of `key`, if it is live.
+    pub(crate) fn attempt(&self, key: AttemptKey<'_>) -> Option<&Attempt> {
+        self.by_attempt.get(key)?.attempt.as_ref()
+    }
+
+    pub(crate) fn attempt_mut(&mut self, key: AttemptKey<'_>) -> Option<&mut Attempt> {
+        self.by_attempt.get_mut(key)?.attempt.as_mut()
+    }
+
+    /// The attempt of `key` to change, with its job's id as stored.
+    pub(crate) fn attempt_mut_with_job(
+        &mut self,
+        key: AttemptKey<'_>,
+    ) -> Option<(&Arc<str>, &mut Attempt)> {
+        let (job, record) = self.by_attempt.get_mut_with_job(key)?;
+        Some((job, record.attempt.as_mut()?))
+    }
+
+    /// The attempt of `key`, made by `make` if it has none, with its job's
+    /// id as stored.
+    pub(crate) fn attempt_or_insert_with(
+        &mut self,
+        key: AttemptKey<'_>,
+        make: impl FnOnce() -> Attempt,
+    ) -> (&Arc<str>, &mut Attempt) {
+        let (job, record) = self.by_attempt.get_or_insert_with_job(key, Record::default);
+        (job, record.attempt.get_or_insert_with(make))
+    }
+
+    /// Takes `key` out of the live state, hold and attempt, in one lookup:
+    /// the attempt is over.
+    pub(crate) fn end(&mut self, key: AttemptKey<'_>) -> Option<Ended> {
+        let (job, record) = self.by_attempt.remove_with_job(key)?;
+        if let Some(hold) = &record.hold {
+            self.released(key, hold);
+        }
+        Some(Ended {
+            job,
+            attempt: record.attempt,
+        })
+    }
+
+    /// Every live attempt, in no particular order.
+    pub(crate) fn attempts(&self) -> impl Iterator<Item = &Attempt> {
+        self.by_attempt.values().filter_map(|r| r.attempt.as_ref())
     }
 
     /// Σ GE of `tenant`'s holds of each kind: reserved, quota, burst (one
@@ -165,6 +265,7 @@ impl Holds {
         let mut holds: Vec<(AttemptKey<'_>, &Hold)> = self
             .by_attempt
             .iter()
+            .filter_map(|(key, r)| Some((key, r.hold.as_ref()?)))
             .filter(|(_, h)| *h.tenant == *tenant && h.kind == kind)
             .collect();
         holds.sort_by_key(|(_, h)| h.admitted_seq);
@@ -262,21 +363,43 @@ impl Expiries {
     }
 }
 
-/// Stored as a list of (attempt, hold) pairs, as before the sums existed.
-impl Serialize for Holds {
+/// Stored as the two lists of ((job, attempt), value) pairs in key order
+/// that the holds and the attempts were when kept apart: `holds` and
+/// `attempts`, fields of the pool's snapshot.
+impl Serialize for Live {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.by_attempt.serialize(s)
+        let sorted = self.by_attempt.sorted();
+        let holds: Vec<_> = sorted
+            .iter()
+            .filter_map(|(key, r)| Some((key, r.hold.as_ref()?)))
+            .collect();
+        let attempts: Vec<_> = sorted
+            .iter()
+            .filter_map(|(key, r)| Some((key, r.attempt.as_ref()?)))
+            .collect();
+        let mut form = s.serialize_struct("Live", 2)?;
+        form.serialize_field("holds", &holds)?;
+        form.serialize_field("attempts", &attempts)?;
+        form.end()
     }
 }
 
-impl<'de> Deserialize<'de> for Holds {
+impl<'de> Deserialize<'de> for Live {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let by_attempt = ByAttempt::<Hold>::deserialize(d)?;
-        let mut holds = Holds::default();
-        for (key, hold) in by_attempt.iter() {
-            holds.insert(key, hold.clone());
+        #[derive(Deserialize)]
+        struct Form {
+            holds: ByAttempt<Hold>,
+            attempts: ByAttempt<Attempt>,
         }
-        Ok(holds)
+        let form = Form::deserialize(d)?;
+        let mut live = Live::default();
+        for (key, hold) in form.holds.iter() {
+            live.insert(key, hold.clone());
+        }
+        for (key, attempt) in form.attempts.iter() {
+            *live.attempt_or_insert_with(key, || attempt.clone()).1 = attempt.clone();
+        }
+        Ok(live)
     }
 }
 
@@ -296,13 +419,49 @@ mod tests {
     }
 
     #[test]
+    fn an_attempt_keeps_its_hold_and_its_attempt_in_one_record() {
+        let mut live = Live::default();
+        live.insert_new(("j", 1), hold(10));
+        let found = live.find(("j", 1));
+        assert!(found.hold.is_some() && found.attempt.is_none());
+        // The attempt starts: the same record, the hold no longer expires.
+        live.start(("j", 1));
+        live.attempt_or_insert_with(("j", 1), || Attempt::new("t".into()));
+        let found = live.find(("j", 1));
+        assert_eq!(found.attempt.map(|a| &*a.tenant), Some("t"));
+        assert_eq!(found.hold.and_then(|h| h.expires_at), None);
+        assert_eq!(live.next_expiry_at(), None);
+        // A hold released alone leaves the attempt; the end takes both.
+        live.insert_new(("j", 2), hold(20));
+        live.attempt_or_insert_with(("j", 2), || Attempt::new("t".into()));
+        assert!(live.remove(("j", 2)).is_some());
+        assert!(live.attempt(("j", 2)).is_some() && live.get(("j", 2)).is_none());
+        assert_eq!(live.attempts().count(), 2);
+        assert_eq!(live.uses_of("t"), (Ge::zero(), Ge::of(1, 7), Ge::zero()));
+        let ended = live.end(("j", 1)).unwrap();
+        assert_eq!((&*ended.job, ended.attempt.is_some()), ("j", true));
+        assert_eq!(live.uses_of("t"), (Ge::zero(), Ge::zero(), Ge::zero()));
+        assert!(live.end(("j", 1)).is_none());
+
+        // Stored as the two lists the holds and the attempts were.
+        live.insert_new(("k", 1), hold(30));
+        let text = serde_json::to_value(&live).unwrap();
+        assert_eq!(text["holds"].as_array().map(Vec::len), Some(1));
+        assert_eq!(text["holds"][0][0], serde_json::json!(["k", 1]));
+        assert_eq!(text["attempts"].as_array().map(Vec::len), Some(1));
+        assert_eq!(text["attempts"][0][0], serde_json::json!(["j", 2]));
+        let back: Live = serde_json::from_value(text).unwrap();
+        assert_eq!(back, live);
+    }
+
+    #[test]
     fn holds_expiring_together_come_in_attempt_order_and_leave_one_by_one() {
-        let mut holds = Holds::default();
+        let mut holds = Live::default();
         for (job, attempt) in [("b", 1), ("a", 2), ("c", 1), ("a", 1)] {
             holds.insert_new((job, attempt), hold(10));
         }
         holds.insert_new(("z", 1), hold(5));
-        let next = |h: &Holds| {
+        let next = |h: &Live| {
             h.next_expiry()
                 .map(|(at, (j, a))| (at.as_micros(), j.to_owned(), a))
         };

@@ -22,7 +22,8 @@ pub(crate) fn apply(
     let pool = ledger.pool_mut(&e.pool)?;
     let key = (e.job_id.as_str(), e.attempt);
     let label = Named(key);
-    let live = pool.attempts.get(key);
+    let found = pool.live.find(key);
+    let live = found.attempt;
     // An attempt that ended left the live state: only one not live may be
     // among the ended.
     let ended_tenant = match live {
@@ -38,7 +39,7 @@ pub(crate) fn apply(
             e.tenant
         ));
     }
-    if let Some(hold) = pool.holds.get(key)
+    if let Some(hold) = found.hold
         && *hold.tenant != *e.tenant
     {
         return Err(format!(
@@ -64,22 +65,22 @@ pub(crate) fn apply(
 
     match e.state {
         JobState::Submitted => {
-            pool.attempts
-                .get_or_insert_with(key, || Attempt::new(Arc::clone(e.tenant.as_arc())));
+            pool.live
+                .attempt_or_insert_with(key, || Attempt::new(Arc::clone(e.tenant.as_arc())));
         }
         JobState::Started if phase == Some(AttemptPhase::Running) => {
             // Another node of a multi-node job: its devices join from its
             // start on; the attempt keeps its first start.
             let devices = segments::device_list(pool, named);
             let kind = pool
-                .attempts
-                .get(key)
+                .live
+                .attempt(key)
                 .and_then(|a| a.segment.as_ref())
                 .map(|s| s.kind);
             match kind {
                 Some(kind) => segments::split(pool, key, kind, at, &devices, out),
                 None => {
-                    if let Some(attempt) = pool.attempts.get_mut(key) {
+                    if let Some(attempt) = pool.live.attempt_mut(key) {
                         segments::join(attempt, &devices);
                     }
                 }
@@ -88,7 +89,7 @@ pub(crate) fn apply(
         JobState::Started => {
             // Running now: the hold no longer expires.
             let devices = segments::device_list(pool, named);
-            let hold = pool.holds.start(key).map(|hold| {
+            let hold = pool.live.start(key).map(|hold| {
                 let kind = UseKind::from(hold.kind);
                 (kind, hold.ge.clone(), Arc::clone(&hold.tenant))
             });
@@ -130,8 +131,8 @@ pub(crate) fn apply(
             }
             let model = pool.inventory.shared_model();
             let (job_id, attempt) = pool
-                .attempts
-                .get_or_insert_with_job(key, || Attempt::new(tenant));
+                .live
+                .attempt_or_insert_with(key, || Attempt::new(tenant));
             attempt.phase = AttemptPhase::Running;
             attempt.started_at = Some(at);
             attempt.devices = devices;
@@ -144,8 +145,7 @@ pub(crate) fn apply(
         }
         JobState::Cancelled if phase != Some(AttemptPhase::Running) => {
             // Cancelled before it started: just release the hold.
-            pool.holds.remove(key);
-            let attempt = pool.attempts.remove(key);
+            let attempt = pool.live.end(key).and_then(|ended| ended.attempt);
             end(attempt.as_ref(), key, e, records);
         }
         JobState::Completed | JobState::Failed | JobState::Cancelled | JobState::Preempted => {
@@ -163,10 +163,12 @@ pub(crate) fn apply(
                     e.state
                 ));
             }
-            pool.holds.remove(key);
             let model = pool.inventory.shared_model();
-            // Out of the live state in the same lookup that closes it.
-            let mut removed = pool.attempts.remove_with_job(key);
+            // Hold and attempt out of the live state in one lookup.
+            let mut removed = pool
+                .live
+                .end(key)
+                .and_then(|ended| Some((ended.job, ended.attempt?)));
             if let Some((job_id, attempt)) = &mut removed {
                 let ending = segments::Ending { at, event: e };
                 let job = (&*job_id, key.1);

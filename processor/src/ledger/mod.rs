@@ -46,10 +46,9 @@ use serde::{Deserialize, Serialize};
 pub use ge::Ge;
 pub use views::{TenantInPool, Window};
 
-use by_attempt::ByAttempt;
 use capacity::PoolInventory;
 use decide::Cause;
-use holds::Holds;
+use holds::Live;
 use policies::Policies;
 use records::Records;
 
@@ -201,10 +200,10 @@ pub(crate) struct Pool {
     pub(crate) inventory: PoolInventory,
     pub(crate) policies: Policies,
     pub(crate) reservations: reservations::Reservations,
-    /// Live holds by (job_id, attempt).
-    pub(crate) holds: Holds,
-    /// Attempts not yet ended, by (job_id, attempt).
-    pub(crate) attempts: ByAttempt<Attempt>,
+    /// Live holds and attempts not yet ended, by (job_id, attempt); in a
+    /// snapshot, the fields `holds` and `attempts`.
+    #[serde(flatten)]
+    pub(crate) live: Live,
 }
 
 /// The state of one ledger partition.
@@ -511,7 +510,7 @@ impl Pool {
 
     /// Σ GE of `tenant`'s holds of `kind`.
     pub(crate) fn use_of(&self, tenant: &str, kind: HoldKind) -> Ge {
-        self.holds.use_of(tenant, kind)
+        self.live.use_of(tenant, kind)
     }
 
     /// Σ GE of `tenant`'s confirmed reservations active at `at`.

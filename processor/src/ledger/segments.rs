@@ -112,7 +112,7 @@ pub(crate) fn split(
     out: &mut Decisions<'_>,
 ) {
     let model = pool.inventory.shared_model();
-    let Some((job_id, attempt)) = pool.attempts.get_mut_with_job(key) else {
+    let Some((job_id, attempt)) = pool.live.attempt_mut_with_job(key) else {
         return;
     };
     let Some(current) = attempt.segment.clone() else {

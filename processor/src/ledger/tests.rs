@@ -631,12 +631,12 @@ proptest! {
                     let used = pool.use_of(tenant, *kind);
                     prop_assert!(!used.to_rational().is_negative());
                     // The kept sum is the sum of the holds.
-                    let counted: Ge = pool.holds.values().filter(|h| *h.tenant == *tenant && h.kind == *kind).map(|h| h.ge.clone()).sum();
+                    let counted: Ge = pool.live.values().filter(|h| *h.tenant == *tenant && h.kind == *kind).map(|h| h.ge.clone()).sum();
                     prop_assert_eq!(used, counted);
                 }
             }
-            let all: Ge = pool.holds.values().map(|h| h.ge.clone()).sum();
-            prop_assert_eq!(pool.holds.total(), &all);
+            let all: Ge = pool.live.values().map(|h| h.ge.clone()).sum();
+            prop_assert_eq!(pool.live.total(), &all);
         }
     }
 }

@@ -33,7 +33,7 @@ fn next_due(ledger: &Ledger, now: Timestamp) -> Option<(Timestamp, Timer)> {
     }
     let mut due: Vec<(Timestamp, Timer)> = Vec::new();
     for (pool_name, pool) in ledger.pools.iter() {
-        if let Some((at, (job, attempt))) = pool.holds.next_expiry()
+        if let Some((at, (job, attempt))) = pool.live.next_expiry()
             && at <= now
         {
             due.push((
@@ -75,7 +75,7 @@ pub(crate) fn any_due(ledger: &Ledger, now: Timestamp) -> bool {
         );
     }
     ledger.pools.values().any(|pool| {
-        pool.holds.next_expiry_at().is_some_and(|at| at <= now) || pool.reservations.edge_due(now)
+        pool.live.next_expiry_at().is_some_and(|at| at <= now) || pool.reservations.edge_due(now)
     })
 }
 
@@ -86,7 +86,7 @@ pub(crate) fn fire_due(ledger: &mut Ledger, now: Timestamp, out: &mut Decisions<
         match timer {
             Timer::HoldExpiry(pool, job, attempt) => {
                 if let Some(p) = ledger.pools.get_mut(&pool) {
-                    p.holds.remove((&job, attempt));
+                    p.live.remove((&job, attempt));
                 }
             }
             Timer::ReservationStart(pool, id) => open_reservation(ledger, &pool, &id, at, out),
@@ -116,13 +116,13 @@ fn open_reservation(
     };
     let mut free = pool.active_reserved(&tenant, at) - pool.use_of(&tenant, HoldKind::Reserved);
     for from in [HoldKind::Burst, HoldKind::Quota] {
-        for (key, ge) in pool.holds.by_age(&tenant, from) {
+        for (key, ge) in pool.live.by_age(&tenant, from) {
             if ge > free {
                 continue;
             }
             free = free - ge;
             let key = (key.0.as_str(), key.1);
-            pool.holds.reclassify(key, HoldKind::Reserved);
+            pool.live.reclassify(key, HoldKind::Reserved);
             segments::split(pool, key, UseKind::Reserved, at, &[], out);
             out.reclassified(pool_name, &tenant, key, from, HoldKind::Reserved, at);
         }
@@ -160,7 +160,7 @@ pub(crate) fn close_reservation(
         .policies
         .get(&tenant)
         .map_or(Enforcement::Alert, |p| p.enforcement);
-    for (key, ge) in pool.holds.by_age(&tenant, HoldKind::Reserved) {
+    for (key, ge) in pool.live.by_age(&tenant, HoldKind::Reserved) {
         if pool.use_of(&tenant, HoldKind::Reserved) <= remaining {
             break;
         }
@@ -172,7 +172,7 @@ pub(crate) fn close_reservation(
             HoldKind::Burst
         };
         let key = (key.0.as_str(), key.1);
-        pool.holds.reclassify(key, to);
+        pool.live.reclassify(key, to);
         segments::split(pool, key, to.into(), at, &[], out);
         out.reclassified(pool_name, &tenant, key, HoldKind::Reserved, to, at);
         if to == HoldKind::Burst && ge > burst_room {

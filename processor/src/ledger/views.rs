@@ -126,7 +126,7 @@ impl Ledger {
             .iter()
             .filter(|(_, p)| {
                 p.policies.contains_key(tenant)
-                    || p.holds.values().any(|h| *h.tenant == *tenant)
+                    || p.live.values().any(|h| *h.tenant == *tenant)
                     || p.reservations.values().any(|r| r.tenant == tenant)
             })
             .map(|(name, p)| {
