@@ -24,8 +24,9 @@ pub struct Ge(Repr);
 enum Repr {
     /// A whole number of [`UNIT`]ths.
     Units(i64),
-    /// Not a whole number of units, or too large to count in them.
-    Exact(Rational),
+    /// Not a whole number of units, or too large to count in them. Rare,
+    /// so boxed: an amount is then two words wherever it is moved.
+    Exact(Box<Rational>),
 }
 
 impl Default for Ge {
@@ -63,9 +64,9 @@ impl Ge {
         match r.to_i64_pair() {
             Some((n, d)) if UNIT % d == 0 => match n.checked_mul(UNIT / d) {
                 Some(units) => Self(Repr::Units(units)),
-                None => Self(Repr::Exact(r.clone())),
+                None => Self(Repr::Exact(Box::new(r.clone()))),
             },
-            _ => Self(Repr::Exact(r.clone())),
+            _ => Self(Repr::Exact(Box::new(r.clone()))),
         }
     }
 
@@ -76,7 +77,7 @@ impl Ge {
                 let (n, d) = units_in_lowest_terms(*n);
                 Rational::from_lowest_terms(n, d)
             }
-            Repr::Exact(r) => r.clone(),
+            Repr::Exact(r) => (**r).clone(),
         }
     }
 
