@@ -125,12 +125,7 @@ pub(crate) fn request(
     let budget_spent =
         policy.and_then(|(p, _, _)| budgets::exhausted(&records.billing, p, now, watch));
     let (kind, entitled, used, reason) = if let Some(reason) = budget_spent {
-        (
-            None,
-            nominal + burst_ge,
-            quota_use + burst_use,
-            Text::from(reason),
-        )
+        (None, nominal + burst_ge, quota_use + burst_use, reason)
     } else if g <= reserved.clone() - reserved_use.clone() {
         (
             Some(HoldKind::Reserved),

@@ -20,7 +20,7 @@
 use gpuledger_schemas::billing::{Facts, MONEY_DIGITS, Period, month_to_date};
 use gpuledger_schemas::events::{BudgetKind, TenantPolicy};
 use gpuledger_schemas::pricing::{RateKind, overhead_amount};
-use gpuledger_schemas::{Decimal, Rational, Timestamp};
+use gpuledger_schemas::{Decimal, Rational, Text, Timestamp};
 
 use super::decide::Decisions;
 use super::watches::{Headroom, KindRates, Watch, kind_index};
@@ -87,7 +87,7 @@ pub(crate) fn exhausted(
     policy: &TenantPolicy,
     now: Timestamp,
     watch: Option<&Watch>,
-) -> Option<String> {
+) -> Option<Text> {
     if let Some(w) = watch.filter(|w| now < w.until()) {
         #[cfg(test)]
         assert_eq!(
@@ -100,8 +100,9 @@ pub(crate) fn exhausted(
     spent(&standings(billing, policy, now), now)
 }
 
-/// The first budget spent among `figures`, priced at `at`, as a reason.
-fn spent(figures: &[Standing], at: Timestamp) -> Option<String> {
+/// The first budget spent among `figures`, priced at `at`, as a reason
+/// (shared by every admission it denies while a watch holds it).
+fn spent(figures: &[Standing], at: Timestamp) -> Option<Text> {
     figures
         .iter()
         .find(|s| s.used >= s.budget.to_rational())
@@ -113,6 +114,7 @@ fn spent(figures: &[Standing], at: Timestamp) -> Option<String> {
                 s.budget,
                 Period::containing(at)
             )
+            .into()
         })
 }
 

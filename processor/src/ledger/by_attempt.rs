@@ -135,14 +135,9 @@ impl<V> ByAttempt<V> {
         changed.flatten()
     }
 
-    /// [`ByAttempt::remove`], giving the job's id as stored too.
-    pub(crate) fn remove_with_job(&mut self, key: AttemptKey<'_>) -> Option<(Arc<str>, V)> {
-        self.take(key, |job, value| (Arc::clone(job), value))
-    }
-
     /// Takes out the value of `(job, attempt)` and gives `with` it and the
     /// job's id as stored: one lookup, also where the job goes.
-    fn take<R>(
+    pub(crate) fn take_with<R>(
         &mut self,
         (job, attempt): AttemptKey<'_>,
         with: impl FnOnce(&Arc<str>, V) -> R,
@@ -221,8 +216,8 @@ mod tests {
         assert!(map.get(("j-3", 1)).is_none());
         let keys: Vec<_> = map.sorted().into_iter().map(|(k, _)| k).collect();
         assert_eq!(keys, [("j-1", 1), ("j-1", 2), ("j-2", 1)]);
-        assert_eq!(map.remove_with_job(("j-2", 1)).map(|(_, v)| v), Some("b"));
-        assert_eq!(map.remove_with_job(("j-2", 1)).map(|(_, v)| v), None);
+        assert_eq!(map.take_with(("j-2", 1), |_, v| v), Some("b"));
+        assert_eq!(map.take_with(("j-2", 1), |_, v| v), None);
         // A job's attempts go from one to several and back to none.
         *map.get_or_insert_with_job(("j-3", 2), || "c2").1 = "c2'";
         map.insert(("j-3", 3), "c3");
@@ -233,14 +228,13 @@ mod tests {
             [(("j-3", 1), "c1"), (("j-3", 2), "c2'"), (("j-3", 3), "c3")]
         );
         for (attempt, value) in [(2, "c2'"), (1, "c1"), (3, "c3")] {
-            assert_eq!(
-                map.remove_with_job(("j-3", attempt)).map(|(_, v)| v),
-                Some(value)
-            );
+            assert_eq!(map.take_with(("j-3", attempt), |_, v| v), Some(value));
         }
         assert_eq!(map.get(("j-3", 3)), None);
         map.insert(("j-3", 1), "c1");
-        let (job, value) = map.remove_with_job(("j-3", 1)).unwrap();
+        let (job, value) = map
+            .take_with(("j-3", 1), |j, v| (Arc::clone(j), v))
+            .unwrap();
         assert_eq!((&*job, value), ("j-3", "c1"));
         assert_eq!(map.0.get("j-3"), None);
 

@@ -378,14 +378,30 @@ impl<'a> Decisions<'a> {
 /// A GE amount as (slices, max_slices) for the wire: the reduced fraction,
 /// saturating where a fraction does not fit an Avro int.
 fn ge_parts(ge: &Ge) -> (i32, i32) {
-    let text = ge.to_string();
-    let (n, d) = text.split_once('/').unwrap_or((&text, "1"));
-    (n.parse().unwrap_or(i32::MAX), d.parse().unwrap_or(1))
+    match ge.to_i64_pair() {
+        Some((n, d)) => (
+            i32::try_from(n).unwrap_or(i32::MAX),
+            i32::try_from(d).unwrap_or(1),
+        ),
+        None => (i32::MAX, 1),
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::decision_id;
+    use super::{Ge, decision_id, ge_parts};
+
+    #[test]
+    fn ge_parts_are_slices_of_a_whole_in_lowest_terms() {
+        assert_eq!(ge_parts(&Ge::of(3, 7)), (3, 7));
+        assert_eq!(ge_parts(&Ge::of(14, 7)), (2, 1));
+        assert_eq!(ge_parts(&Ge::of(4, 8)), (1, 2));
+        assert_eq!(ge_parts(&Ge::of(1, 9)), (1, 9));
+        assert_eq!(ge_parts(&Ge::zero()), (0, 1));
+        // More GPUs than an i32 counts: saturated.
+        let many = Ge::of(i32::MAX, 1) + Ge::of(i32::MAX, 1);
+        assert_eq!(ge_parts(&many), (i32::MAX, 1));
+    }
 
     #[test]
     fn decision_ids_read_cause_index_and_kind() {

@@ -66,22 +66,22 @@ pub(crate) struct Found<'a> {
     pub(crate) attempt: Option<&'a Attempt>,
 }
 
-/// An attempt taken out of the live state, with its job's id as stored.
-pub(crate) struct Ended {
-    pub(crate) job: Arc<str>,
-    pub(crate) attempt: Option<Attempt>,
-}
-
 /// The live attempts of one pool: holds and attempts by (job, attempt).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Live {
     by_attempt: ByAttempt<Record>,
-    /// Σ GE by tenant and kind; a tenant whose sums are all zero is removed.
+    sums: Sums,
+    /// Holds not yet started, by expiry, then attempt.
+    expiries: Expiries,
+}
+
+/// Σ GE of the live holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Sums {
+    /// By tenant and kind; a tenant whose sums are all zero is removed.
     use_by: BTreeMap<String, KindSums>,
     total: Ge,
     burst: Ge,
-    /// Holds not yet started, by expiry, then attempt.
-    expiries: Expiries,
 }
 
 impl Live {
@@ -117,7 +117,7 @@ impl Live {
     /// Adds a hold for an attempt that holds none.
     pub(crate) fn insert_new(&mut self, key: AttemptKey<'_>, hold: Hold) {
         debug_assert!(!self.contains(key), "the attempt holds one already");
-        self.count(&hold, true);
+        self.sums.count(&hold, true);
         let expires_at = hold.expires_at;
         let (job, record) = self.by_attempt.get_or_insert_with_job(key, Record::default);
         record.hold = Some(hold);
@@ -138,7 +138,7 @@ impl Live {
 
     /// Takes a released hold out of the sums and the expiry order.
     fn released(&mut self, key: AttemptKey<'_>, hold: &Hold) {
-        self.count(hold, false);
+        self.sums.count(hold, false);
         if let Some(at) = hold.expires_at {
             self.expiries.forget(at, key);
         }
@@ -158,9 +158,9 @@ impl Live {
         let Some(mut hold) = self.get(key).cloned() else {
             return;
         };
-        self.count(&hold, false);
+        self.sums.count(&hold, false);
         hold.kind = kind;
-        self.count(&hold, true);
+        self.sums.count(&hold, true);
         if let Some(record) = self.by_attempt.get_mut(key) {
             record.hold = Some(hold);
         }
@@ -196,15 +196,26 @@ impl Live {
     }
 
     /// Takes `key` out of the live state, hold and attempt, in one lookup:
-    /// the attempt is over.
-    pub(crate) fn end(&mut self, key: AttemptKey<'_>) -> Option<Ended> {
-        let (job, record) = self.by_attempt.remove_with_job(key)?;
-        if let Some(hold) = &record.hold {
-            self.released(key, hold);
-        }
-        Some(Ended {
-            job,
-            attempt: record.attempt,
+    /// the attempt is over. `with` is given its job's id as stored and the
+    /// attempt, if it had one, on their way out.
+    pub(crate) fn end<R>(
+        &mut self,
+        key: AttemptKey<'_>,
+        with: impl FnOnce(&Arc<str>, Option<&mut Attempt>) -> R,
+    ) -> Option<R> {
+        let Live {
+            by_attempt,
+            sums,
+            expiries,
+        } = self;
+        by_attempt.take_with(key, |job, mut record| {
+            if let Some(hold) = &record.hold {
+                sums.count(hold, false);
+                if let Some(at) = hold.expires_at {
+                    expiries.forget(at, key);
+                }
+            }
+            with(job, record.attempt.as_mut())
         })
     }
 
@@ -216,7 +227,7 @@ impl Live {
     /// Σ GE of `tenant`'s holds of each kind: reserved, quota, burst (one
     /// lookup where admission asks for all three).
     pub(crate) fn uses_of(&self, tenant: &str) -> (Ge, Ge, Ge) {
-        self.use_by.get(tenant).map_or_else(
+        self.sums.use_by.get(tenant).map_or_else(
             || (Ge::zero(), Ge::zero(), Ge::zero()),
             |sums| {
                 (
@@ -240,12 +251,12 @@ impl Live {
 
     /// Σ GE of every hold.
     pub(crate) fn total(&self) -> &Ge {
-        &self.total
+        &self.sums.total
     }
 
     /// Σ GE of every tenant's burst holds.
     pub(crate) fn burst_total(&self) -> &Ge {
-        &self.burst
+        &self.sums.burst
     }
 
     /// When the first unstarted hold expires, if any does.
@@ -274,7 +285,9 @@ impl Live {
             .map(|((job, attempt), h)| ((job.to_owned(), attempt), h.ge.clone()))
             .collect()
     }
+}
 
+impl Sums {
     /// Adds `hold` to the sums, or takes it out.
     fn count(&mut self, hold: &Hold, add: bool) {
         let change = |sum: &mut Ge| {
@@ -438,10 +451,12 @@ mod tests {
         assert!(live.attempt(("j", 2)).is_some() && live.get(("j", 2)).is_none());
         assert_eq!(live.attempts().count(), 2);
         assert_eq!(live.uses_of("t"), (Ge::zero(), Ge::of(1, 7), Ge::zero()));
-        let ended = live.end(("j", 1)).unwrap();
-        assert_eq!((&*ended.job, ended.attempt.is_some()), ("j", true));
+        let ended = live.end(("j", 1), |job, attempt| {
+            (job.to_string(), attempt.is_some())
+        });
+        assert_eq!(ended, Some(("j".to_owned(), true)));
         assert_eq!(live.uses_of("t"), (Ge::zero(), Ge::zero(), Ge::zero()));
-        assert!(live.end(("j", 1)).is_none());
+        assert_eq!(live.end(("j", 1), |_, _| ()), None);
 
         // Stored as the two lists the holds and the attempts were.
         live.insert_new(("k", 1), hold(30));

@@ -145,8 +145,12 @@ pub(crate) fn apply(
         }
         JobState::Cancelled if phase != Some(AttemptPhase::Running) => {
             // Cancelled before it started: just release the hold.
-            let attempt = pool.live.end(key).and_then(|ended| ended.attempt);
-            end(attempt.as_ref(), key, e, records);
+            let ended = pool
+                .live
+                .end(key, |_, attempt| end(attempt.as_deref(), key, e, records));
+            if ended.is_none() {
+                end(None, key, e, records);
+            }
         }
         JobState::Completed | JobState::Failed | JobState::Cancelled | JobState::Preempted => {
             if phase != Some(AttemptPhase::Running) {
@@ -164,17 +168,19 @@ pub(crate) fn apply(
                 ));
             }
             let model = pool.inventory.shared_model();
-            // Hold and attempt out of the live state in one lookup.
-            let mut removed = pool
-                .live
-                .end(key)
-                .and_then(|ended| Some((ended.job, ended.attempt?)));
-            if let Some((job_id, attempt)) = &mut removed {
-                let ending = segments::Ending { at, event: e };
-                let job = (&*job_id, key.1);
-                segments::close((&pool.name, model), job, attempt, &ending, out);
+            let name = &pool.name;
+            // Hold and attempt out of the live state in one lookup, the
+            // attempt's segment closed on the way.
+            let ended = pool.live.end(key, |job_id, mut attempt| {
+                if let Some(attempt) = attempt.as_deref_mut() {
+                    let ending = segments::Ending { at, event: e };
+                    segments::close((name, model), (job_id, key.1), attempt, &ending, out);
+                }
+                end(attempt.as_deref(), key, e, records);
+            });
+            if ended.is_none() {
+                end(None, key, e, records);
             }
-            end(removed.as_ref().map(|(_, a)| a), key, e, records);
         }
     }
     Ok(())

@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use gpuledger_schemas::billing::Segment;
 use gpuledger_schemas::pricing::RateKind;
-use gpuledger_schemas::{Event, EventBody, Rational, Timestamp};
+use gpuledger_schemas::{Event, EventBody, Rational, Text, Timestamp};
 
 use super::by_text::ByText;
 
@@ -311,7 +311,7 @@ pub(crate) struct Watch {
     limit: Timestamp,
     /// The admission answer while the watch holds: the reason a budget is
     /// spent, as priced at the watch's start.
-    pub(super) spent: Option<String>,
+    pub(super) spent: Option<Text>,
 }
 
 impl Watch {
@@ -324,7 +324,7 @@ impl Watch {
         at: Timestamp,
         limit: Timestamp,
         figures: Vec<Headroom>,
-        spent: Option<String>,
+        spent: Option<Text>,
     ) -> Option<Watch> {
         let mut watch = Watch {
             at,
