@@ -13,7 +13,7 @@ use super::{
     event, pick, time_text,
 };
 use crate::history::ledger::LedgerHistory;
-use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
+use crate::ledger::{Ledger, LedgerConfig, Outcome, Position, Produced};
 use crate::progress::Progress;
 use crate::{Error, Result};
 
@@ -48,7 +48,7 @@ pub(super) fn ledger(
         )),
         None => None,
     };
-    let mut apply = |e: Event, ledger: &mut Ledger| -> Result<Option<Vec<Arc<Event>>>> {
+    let mut apply = |e: Event, ledger: &mut Ledger| -> Result<Option<Produced<Arc<Event>>>> {
         if let Some(out) = ndjson.as_mut() {
             writeln!(out, "{}", e.to_json_string())?;
         }

@@ -8,7 +8,7 @@ use gpuledger_schemas::billing::Segment;
 use gpuledger_schemas::events::*;
 use gpuledger_schemas::{Envelope, Event, EventBody, Text, Timestamp};
 
-use super::{Ge, Position};
+use super::{Ge, Position, Produced};
 
 /// The `source` of every decision.
 pub(crate) const SOURCE: &str = "gpuledger-processor";
@@ -79,8 +79,8 @@ impl<'e> Cause<'e> {
 #[derive(Debug)]
 pub(crate) struct Decisions<'a> {
     cause: &'a Cause<'a>,
-    out: Vec<Arc<Event>>,
-    segments: Vec<Arc<Segment>>,
+    out: Produced<Arc<Event>>,
+    segments: Produced<Arc<Segment>>,
     now: Timestamp,
 }
 
@@ -93,8 +93,8 @@ impl<'a> Decisions<'a> {
     pub(crate) fn new(cause: &'a Cause<'a>) -> Self {
         Self {
             cause,
-            out: Vec::new(),
-            segments: Vec::new(),
+            out: Produced::new(),
+            segments: Produced::new(),
             now: Timestamp::from_micros(0),
         }
     }
@@ -105,13 +105,12 @@ impl<'a> Decisions<'a> {
     }
 
     /// The decisions, and the billing segment rows opened or closed.
-    pub(crate) fn finish(self) -> (Vec<Arc<Event>>, Vec<Arc<Segment>>) {
+    pub(crate) fn finish(self) -> (Produced<Arc<Event>>, Produced<Arc<Segment>>) {
         (self.out, self.segments)
     }
 
     /// A billing segment row: opened, or closed.
     pub(crate) fn segment(&mut self, row: Segment) {
-        self.segments.reserve_exact(1);
         self.segments.push(Arc::new(row));
     }
 
@@ -135,8 +134,6 @@ impl<'a> Decisions<'a> {
     }
 
     fn push_event(&mut self, event: Arc<Event>) {
-        // Most events decide once or not at all: no room for four.
-        self.out.reserve_exact(1);
         self.out.push(event);
     }
 

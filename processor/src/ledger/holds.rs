@@ -132,16 +132,8 @@ impl Live {
         let hold = self
             .by_attempt
             .change(key, |r| r.hold.take(), Record::is_empty)??;
-        self.released(key, &hold);
+        released(&mut self.sums, &mut self.expiries, key, &hold);
         Some(hold)
-    }
-
-    /// Takes a released hold out of the sums and the expiry order.
-    fn released(&mut self, key: AttemptKey<'_>, hold: &Hold) {
-        self.sums.count(hold, false);
-        if let Some(at) = hold.expires_at {
-            self.expiries.forget(at, key);
-        }
     }
 
     /// The attempt started: its hold no longer expires. Returns the hold.
@@ -210,10 +202,7 @@ impl Live {
         } = self;
         by_attempt.take_with(key, |job, mut record| {
             if let Some(hold) = &record.hold {
-                sums.count(hold, false);
-                if let Some(at) = hold.expires_at {
-                    expiries.forget(at, key);
-                }
+                released(sums, expiries, key, hold);
             }
             with(job, record.attempt.as_mut())
         })
@@ -284,6 +273,14 @@ impl Live {
             .into_iter()
             .map(|((job, attempt), h)| ((job.to_owned(), attempt), h.ge.clone()))
             .collect()
+    }
+}
+
+/// Takes `key`'s released `hold` out of the sums and the expiry order.
+fn released(sums: &mut Sums, expiries: &mut Expiries, key: AttemptKey<'_>, hold: &Hold) {
+    sums.count(hold, false);
+    if let Some(at) = hold.expires_at {
+        expiries.forget(at, key);
     }
 }
 

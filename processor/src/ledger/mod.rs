@@ -65,11 +65,11 @@ pub enum Outcome {
     /// Applied; these decisions follow from it (timers first, in time order).
     Applied {
         /// Shared: the ledger keeps admission decisions to answer retries.
-        decisions: Vec<Arc<Event>>,
+        decisions: Produced<Arc<Event>>,
         warnings: Vec<String>,
         /// Billing segment rows for `allocations`: opened (no `end`) or
         /// closed.
-        segments: Vec<Arc<Segment>>,
+        segments: Produced<Arc<Segment>>,
     },
     /// Its `event_id` was applied before; nothing changes.
     Duplicate,
@@ -78,8 +78,12 @@ pub enum Outcome {
     Rejected { reason: String },
 }
 
+/// What one applied event produced of one sort, in order: nearly always
+/// nothing, one or two, kept in place rather than allocated per event.
+pub type Produced<T> = smallvec::SmallVec<[T; 2]>;
+
 /// What an applied event produced: decisions, warnings, billing segments.
-type AppliedParts = (Vec<Arc<Event>>, Vec<String>, Vec<Arc<Segment>>);
+type AppliedParts = (Produced<Arc<Event>>, Vec<String>, Produced<Arc<Segment>>);
 
 /// How long an admission holds its GE if the attempt never starts.
 pub const DEFAULT_HOLD_TTL_MICROS: i64 = 15 * 60 * 1_000_000;
