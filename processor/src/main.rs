@@ -46,7 +46,7 @@ const MI_OPTION_PURGE_DECOMMITS: libmimalloc_sys::mi_option_t = 5;
 ///   `huge_pages` says the command only folds the ledger: the ledger's
 ///   tables are large and read at random, one miss of the address cache
 ///   (TLB) per lookup with 4 KiB pages, and 2 MiB pages made `fold` of the
-///   benchmark month about 10 % faster (BENCHMARKS.md).
+///   benchmark month 5–10 % faster (BENCHMARKS.md).
 fn tune_allocator(huge_pages: bool) {
     if std::env::var_os("MIMALLOC_PURGE_DECOMMITS").is_none() {
         // SAFETY: sets one of mimalloc's options; any value is allowed.

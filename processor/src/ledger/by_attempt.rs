@@ -67,7 +67,8 @@ impl<V> ByAttempt<V> {
         Some(&mut attempts[i].1)
     }
 
-    /// [`ByAttempt::get_or_insert_with`], with the job's id as stored.
+    /// The value of `(job, attempt)`, made by `make` if it has none, with
+    /// the job's id as stored.
     pub(crate) fn get_or_insert_with_job(
         &mut self,
         (job, attempt): AttemptKey<'_>,

@@ -406,8 +406,9 @@ impl<'de> Deserialize<'de> for Live {
         for (key, hold) in form.holds.iter() {
             live.insert(key, hold.clone());
         }
+        // Each attempt once: it joins its hold's record, or makes one.
         for (key, attempt) in form.attempts.iter() {
-            *live.attempt_or_insert_with(key, || attempt.clone()).1 = attempt.clone();
+            live.attempt_or_insert_with(key, || attempt.clone());
         }
         Ok(live)
     }

@@ -145,12 +145,9 @@ pub(crate) fn apply(
         }
         JobState::Cancelled if phase != Some(AttemptPhase::Running) => {
             // Cancelled before it started: just release the hold.
-            let ended = pool
-                .live
-                .end(key, |_, attempt| end(attempt.as_deref(), key, e, records));
-            if ended.is_none() {
-                end(None, key, e, records);
-            }
+            pool.live
+                .end(key, |_, attempt| end(attempt.as_deref(), key, e, records))
+                .unwrap_or_else(|| end(None, key, e, records));
         }
         JobState::Completed | JobState::Failed | JobState::Cancelled | JobState::Preempted => {
             if phase != Some(AttemptPhase::Running) {
@@ -171,16 +168,15 @@ pub(crate) fn apply(
             let name = &pool.name;
             // Hold and attempt out of the live state in one lookup, the
             // attempt's segment closed on the way.
-            let ended = pool.live.end(key, |job_id, mut attempt| {
-                if let Some(attempt) = attempt.as_deref_mut() {
-                    let ending = segments::Ending { at, event: e };
-                    segments::close((name, model), (job_id, key.1), attempt, &ending, out);
-                }
-                end(attempt.as_deref(), key, e, records);
-            });
-            if ended.is_none() {
-                end(None, key, e, records);
-            }
+            pool.live
+                .end(key, |job_id, mut attempt| {
+                    if let Some(attempt) = attempt.as_deref_mut() {
+                        let ending = segments::Ending { at, event: e };
+                        segments::close((name, model), (job_id, key.1), attempt, &ending, out);
+                    }
+                    end(attempt.as_deref(), key, e, records);
+                })
+                .unwrap_or_else(|| end(None, key, e, records));
         }
     }
     Ok(())

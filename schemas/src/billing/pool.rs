@@ -442,12 +442,8 @@ enum Change<'f> {
 
 /// Adds `delta` to `key`'s sum (a new key starts at zero).
 fn plus<'f>(map: &mut BTreeMap<&'f str, Rational>, key: &'f str, delta: Rational) {
-    match map.get_mut(key) {
-        Some(sum) => *sum = sum.clone() + delta,
-        None => {
-            map.insert(key, delta);
-        }
-    }
+    let sum = map.entry(key).or_default();
+    *sum = sum.clone() + delta;
 }
 
 /// `reservation_unused`, held GE-time per tenant, unallocated capacity and
