@@ -21,6 +21,7 @@ pub struct Folded {
 /// Folds `events` in order as one ledger partition.
 pub fn fold(events: &[Event], config: LedgerConfig) -> Result<Folded, String> {
     let mut ledger = Ledger::new(config);
+    ledger.reserve(events.len());
     let mut facts = Facts::new();
     let mut rejected = Vec::new();
     for (index, event) in events.iter().enumerate() {
@@ -93,6 +94,7 @@ pub fn throughput(ndjson: &str, config: LedgerConfig) -> Result<Throughput, Stri
     let mut ledger = Ledger::new(config);
     let (mut applied, mut duplicates, mut rejected, mut decisions) = (0, 0, 0, 0);
     let started = std::time::Instant::now();
+    ledger.reserve(events.len());
     for (index, event) in events.iter().enumerate() {
         match ledger.apply(position(index), event) {
             Outcome::Applied { decisions: d, .. } => {
@@ -110,6 +112,7 @@ pub fn throughput(ndjson: &str, config: LedgerConfig) -> Result<Throughput, Stri
     // deterministic: the same events give the same decisions) and times
     // each event type apart, which costs a clock read per event.
     let mut ledger = Ledger::new(config);
+    ledger.reserve(events.len());
     let mut digest = Fnv1a::default();
     let mut by_type = std::collections::BTreeMap::<&'static str, (usize, f64)>::new();
     for (index, event) in events.iter().enumerate() {

@@ -52,11 +52,15 @@ pub fn run(config: &ReplayConfig) -> Result<ReplaySummary> {
         .create()?;
     let partitions = partitions_of(&consumer, &topic)?;
     let mut ends = BTreeMap::new();
+    // Records each partition holds, transaction markers included: the
+    // ledger of each is sized for them once.
+    let mut records = BTreeMap::new();
     let mut assignment = TopicPartitionList::new();
     for &p in &partitions {
         let (low, high) = consumer.fetch_watermarks(&topic, p, Duration::from_secs(30))?;
         if high > low {
             ends.insert(p, high);
+            records.insert(p, usize::try_from(high - low).unwrap_or(0));
             assignment.add_partition_offset(&topic, p, Offset::Beginning)?;
         }
     }
@@ -88,9 +92,11 @@ pub fn run(config: &ReplayConfig) -> Result<ReplaySummary> {
         let offset = message.offset();
         next.insert(partition, offset + 1);
         summary.events += 1;
-        let ledger = ledgers
-            .entry(partition)
-            .or_insert_with(|| Ledger::new(config.ledger));
+        let ledger = ledgers.entry(partition).or_insert_with(|| {
+            let mut ledger = Ledger::new(config.ledger);
+            ledger.reserve(records.get(&partition).copied().unwrap_or(0));
+            ledger
+        });
         let outcome = match codec.decode(message.payload().unwrap_or_default()) {
             Ok(event) => ledger.apply(Position { partition, offset }, &event),
             Err(e) => Outcome::Rejected {

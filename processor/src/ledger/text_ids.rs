@@ -103,6 +103,14 @@ impl TextIds {
         }
     }
 
+    /// Makes room for `additional` more texts: keeping them then moves
+    /// none already kept (their offsets and the index; the bytes still
+    /// grow as they come).
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        self.list.ends.reserve(additional);
+        self.index.reserve(additional, |s| spread(s.hash));
+    }
+
     /// Keeps `text`, of hash `hash`, not kept yet.
     fn push(&mut self, hash: u32, text: &str) -> TextId {
         let id = self.list.push(text);
@@ -170,6 +178,22 @@ impl TextList {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn room_made_ahead_is_used_without_growing() {
+        let mut ids = TextIds::default();
+        ids.intern("kept before");
+        ids.reserve(1_000);
+        let (index, ends) = (ids.index.capacity(), ids.list.ends.capacity());
+        assert!(index >= 1_001 && ends >= 1_001, "{index} {ends}");
+        for i in 0..1_000 {
+            assert_eq!(ids.intern(&format!("event-{i}")), i + 1);
+        }
+        assert_eq!(ids.index.capacity(), index, "the index grew");
+        assert_eq!(ids.list.ends.capacity(), ends, "the offsets grew");
+        assert_eq!(ids.find("kept before"), Some(0));
+        assert_eq!(ids.find("event-999"), Some(1_000));
+    }
 
     #[test]
     fn texts_keep_their_numbers_and_are_found_by_content() {
