@@ -544,13 +544,19 @@ fn sweep(
         .chain(pool.health.values().flatten().map(|(t, _)| *t))
         .filter(inside)
         .collect();
-    let mut points: BTreeSet<Timestamp> = BTreeSet::from([from, to]);
-    changes.sort_by_key(|(t, _)| *t);
-    points.extend(changes.iter().map(|(t, _)| *t).filter(inside));
-    points.extend(capacity_points.iter().copied());
-    points.extend(facts.books().change_points(name, from, to));
-    let points: Vec<Timestamp> = points.into_iter().collect();
+    changes.sort_unstable_by_key(|(t, _)| *t);
+    let mut points: Vec<Timestamp> = [from, to]
+        .into_iter()
+        .chain(changes.iter().map(|(t, _)| *t).filter(inside))
+        .chain(capacity_points.iter().copied())
+        .chain(facts.books().change_points(name, from, to))
+        .collect();
+    points.sort_unstable();
+    points.dedup();
 
+    // What everyone holds is needed only for the pool's unallocated
+    // capacity, not for a tenant's own figures.
+    let pool_wide = scope == Scope::Pool;
     let mut held: BTreeMap<&str, Rational> = BTreeMap::new();
     let mut reserved_use: BTreeMap<&str, Rational> = BTreeMap::new();
     let mut reserved_ge: BTreeMap<&str, Rational> = BTreeMap::new();
@@ -570,7 +576,9 @@ fn sweep(
                     ge,
                     reserved,
                 } => {
-                    plus(&mut held, tenant, ge.clone());
+                    if pool_wide {
+                        plus(&mut held, tenant, ge.clone());
+                    }
                     if *reserved {
                         plus(&mut reserved_use, tenant, ge.clone());
                     }
@@ -580,7 +588,9 @@ fn sweep(
                     ge,
                     reserved,
                 } => {
-                    plus(&mut held, tenant, -ge.clone());
+                    if pool_wide {
+                        plus(&mut held, tenant, -ge.clone());
+                    }
                     if *reserved {
                         plus(&mut reserved_use, tenant, -ge.clone());
                     }
@@ -594,7 +604,6 @@ fn sweep(
             capacity = capacity_at(pool, x);
         }
         let micros = y.as_micros() - x.as_micros();
-        let total_held: Rational = held.values().cloned().sum();
         let book = facts.books().in_force(name, x);
         let mut unused_charged = Rational::zero();
         for (tenant, ge) in &reserved_ge {
@@ -627,9 +636,10 @@ fn sweep(
                 .or_insert((hours, x, y));
             unused_charged = unused_charged + unused;
         }
-        if scope != Scope::Pool {
+        if !pool_wide {
             continue;
         }
+        let total_held: Rational = held.values().cloned().sum();
         let unallocated = (capacity.clone() - total_held - unused_charged).max(Rational::zero());
         if unallocated.is_zero() {
             continue;
