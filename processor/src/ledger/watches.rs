@@ -175,13 +175,26 @@ fn scaled_up(r: &Rational) -> i128 {
 
 /// ⌈`a` × `b` / `c`⌉ for `a`, `b` ≥ 0 and `c` > 0, saturating.
 fn mul_div_up(a: i128, b: i128, c: i128) -> i128 {
-    a.checked_mul(b)
-        .map_or(i128::MAX, |p| p / c + i128::from(p % c != 0))
+    a.checked_mul(b).map_or(i128::MAX, |p| {
+        let (quotient, remainder) = div_rem(p, c);
+        quotient + i128::from(remainder)
+    })
 }
 
 /// ⌊`a` × `b` / `c`⌋ for `a`, `b` ≥ 0 and `c` > 0, saturating.
 fn mul_div_down(a: i128, b: i128, c: i128) -> i128 {
-    a.checked_mul(b).map_or(i128::MAX, |p| p / c)
+    a.checked_mul(b).map_or(i128::MAX, |p| div_rem(p, c).0)
+}
+
+/// `p` / `c`, and whether it leaves a remainder. In 64 bits where both
+/// fit, as nearly all do (a rate in [`SCALE`] units times a few slices or
+/// an hour's microseconds): a 128-bit division is a call into a library
+/// routine many times as long.
+fn div_rem(p: i128, c: i128) -> (i128, bool) {
+    match (u64::try_from(p), u64::try_from(c)) {
+        (Ok(p), Ok(c)) => (i128::from(p / c), p % c != 0),
+        _ => (p / c, p % c != 0),
+    }
 }
 
 /// Microseconds from `from` to `to`, none if negative.
@@ -479,6 +492,11 @@ mod tests {
             (0, 5, 3),
             (1, 1, 1),
             (SCALE, 3_600, 7),
+            // A product, or a divisor, past 64 bits.
+            (SCALE * 1_000_000_000, 100_000, 7),
+            (i128::from(u64::MAX), 1, 3),
+            (i128::from(u64::MAX) + 1, 1, 3),
+            (1 << 80, 3, (1 << 70) + 1),
         ] {
             let exact = Rational::from_i128_ratio(a * b, c).unwrap();
             assert_eq!(
