@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use gpuledger_schemas::chunked::Chunked;
 use gpuledger_schemas::events::{AdmissionDecision, AdmissionOutcome, HoldKind};
 use gpuledger_schemas::{Envelope, Event, EventBody, Rational, Text, Timestamp};
 
@@ -79,7 +80,7 @@ impl FieldTexts {
 #[derive(Debug, Clone, Default)]
 struct PoolDecided {
     requests: TextIds,
-    kept: Vec<Kept>,
+    kept: Chunked<Kept>,
 }
 
 impl PartialEq for Decided {

@@ -22,6 +22,7 @@ use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::chunked::Chunked;
 use crate::exact::Rational;
 use crate::pricing::StatementLine;
 use crate::time::Timestamp;
@@ -169,7 +170,7 @@ fn next_epoch() -> u64 {
 #[derive(Debug, Default)]
 struct TenantRows {
     /// In the order they came; a row replaced keeps its place.
-    rows: Vec<Row>,
+    rows: Chunked<Row>,
     /// Places in `rows`, by [`hash_of`] their segment.
     index: HashTable<usize>,
     settled: Mutex<Option<Settled>>,
