@@ -115,7 +115,10 @@ impl Ge {
     }
 
     /// Changes `self` by `rhs`: by `units` where both are counted in units
-    /// and the result fits, else by `exact`.
+    /// and the result fits, else by `exact`. The first is an integer
+    /// operation, inlined where sums change; the second is kept out of
+    /// line.
+    #[inline]
     fn change(
         &mut self,
         rhs: &Ge,
@@ -128,6 +131,12 @@ impl Ge {
             *a = n;
             return;
         }
+        self.change_exactly(rhs, exact);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn change_exactly(&mut self, rhs: &Ge, exact: fn(Rational, Rational) -> Rational) {
         *self = Ge::from_rational(&exact(self.to_rational(), rhs.to_rational()));
     }
 }
@@ -163,12 +172,14 @@ fn units_in_lowest_terms(n: i64) -> (i64, i64) {
 }
 
 impl PartialOrd for Ge {
+    #[inline]
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
 
 impl Ord for Ge {
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
         match (&self.0, &other.0) {
             (Repr::Units(a), Repr::Units(b)) => a.cmp(b),
@@ -204,6 +215,7 @@ impl<'de> Deserialize<'de> for Ge {
 
 impl Add for Ge {
     type Output = Ge;
+    #[inline]
     fn add(mut self, rhs: Ge) -> Ge {
         self += &rhs;
         self
@@ -212,6 +224,7 @@ impl Add for Ge {
 
 impl Sub for Ge {
     type Output = Ge;
+    #[inline]
     fn sub(mut self, rhs: Ge) -> Ge {
         self -= &rhs;
         self
@@ -221,12 +234,14 @@ impl Sub for Ge {
 /// In place: running sums change on every event, and counted amounts
 /// then change without a copy.
 impl AddAssign<&Ge> for Ge {
+    #[inline]
     fn add_assign(&mut self, rhs: &Ge) {
         self.change(rhs, i64::checked_add, |a, b| a + b);
     }
 }
 
 impl SubAssign<&Ge> for Ge {
+    #[inline]
     fn sub_assign(&mut self, rhs: &Ge) {
         self.change(rhs, i64::checked_sub, |a, b| a - b);
     }
