@@ -476,6 +476,10 @@ fn sweep(
     {
         return Ok(());
     }
+    // The pool's figures, or one tenant's own. What everyone holds, the
+    // pool's unallocated capacity and the shares of it are needed only for
+    // the first.
+    let pool_wide = scope == Scope::Pool;
     // Every change with its instant, in time order once sorted (the order
     // within an instant does not matter: they all apply before it lasts).
     let mut changes: Vec<(Timestamp, Change<'_>)> = Vec::new();
@@ -486,7 +490,7 @@ fn sweep(
     for s in rows {
         // A tenant's own figures need only its reserved use, against its
         // windows; what everyone holds matters for unallocated capacity.
-        if scope != Scope::Pool && s.kind != UseKind::Reserved {
+        if !pool_wide && s.kind != UseKind::Reserved {
             continue;
         }
         let Some((a, b)) = s.within(from, to) else {
@@ -554,9 +558,6 @@ fn sweep(
     points.sort_unstable();
     points.dedup();
 
-    // What everyone holds is needed only for the pool's unallocated
-    // capacity, not for a tenant's own figures.
-    let pool_wide = scope == Scope::Pool;
     let mut held: BTreeMap<&str, Rational> = BTreeMap::new();
     let mut reserved_use: BTreeMap<&str, Rational> = BTreeMap::new();
     let mut reserved_ge: BTreeMap<&str, Rational> = BTreeMap::new();
@@ -651,7 +652,7 @@ fn sweep(
         }
         out.unallocated = out.unallocated.clone() + cost;
     }
-    if scope == Scope::Pool {
+    if pool_wide {
         for (tenant, (hours, first, last)) in unused_hours {
             let f = out.tenants.entry(tenant.to_owned()).or_default();
             let amount = f
