@@ -167,13 +167,33 @@ fn next_epoch() -> u64 {
 
 /// One tenant's segments, found by key (no order: [`TenantRows::sorted`]
 /// gives key order), and its running total.
+///
+/// Only the open rows are indexed as they come. An open row is looked up
+/// again when its segment closes, and open rows are few (one per running
+/// attempt), so their index stays in the caches; closed rows pile up over
+/// a month, and a large index is slow to reach. A closed row is looked up
+/// only by a row that could be of the same segment: one that starts no
+/// later than the latest start of a closed row. The ledger never sends one
+/// that starts earlier (it opens segments at its current time), so the
+/// index of every closed row is built only when such a row comes.
 #[derive(Debug, Default)]
 struct TenantRows {
     /// In the order they came; a row replaced keeps its place.
     rows: Chunked<Row>,
-    /// Places in `rows`, by [`hash_of`] their segment.
-    index: HashTable<usize>,
+    /// Places in `rows` of the open rows, by [`hash_of`] their segment.
+    open: HashTable<usize>,
+    /// The latest start of a closed row, and the places of the closed
+    /// rows that start then.
+    latest_closed: Option<(Timestamp, Vec<usize>)>,
+    /// Places of every closed row, by hash, once needed.
+    closed: Option<HashTable<usize>>,
     settled: Mutex<Option<Settled>>,
+}
+
+/// Where the row of a segment is, and whether it is open.
+enum Found {
+    Open(usize),
+    Closed(usize),
 }
 
 impl TenantRows {
@@ -181,27 +201,37 @@ impl TenantRows {
     /// one is closed and this one open.
     fn insert(&mut self, segment: Arc<Segment>) {
         let hash = hash_of(&segment);
-        let rows = &mut self.rows;
-        // The kept hash first: a row's segment and texts lie elsewhere.
-        let same = |&i: &usize| rows[i].hash == hash && same_key(&rows[i].segment, &segment);
-        match self.index.find(hash, same) {
-            Some(&i) => {
-                let known = &mut rows[i];
-                if known.segment.end.is_some() && segment.end.is_none() {
-                    return;
+        let closes = segment.end.is_some();
+        match self.find(hash, &segment) {
+            Some(Found::Open(place)) => {
+                // An open row is not counted in the total, and its place
+                // is already listed as uncounted.
+                if closes {
+                    if let Ok(entry) = self.open.find_entry(hash, |&i| i == place) {
+                        entry.remove();
+                    }
+                    self.rows[place] = Row::new(segment, hash);
+                    self.note_closed(place);
+                } else {
+                    self.rows[place] = Row::new(segment, hash);
                 }
-                // A closed row may be counted in the total; an open one
-                // is not, and its place is already listed as uncounted.
-                let counted = known.segment.end.is_some();
-                *known = Row::new(segment, hash);
-                if counted {
+            }
+            Some(Found::Closed(place)) => {
+                if closes {
+                    // The row replaced may be counted in the total.
+                    self.rows[place] = Row::new(segment, hash);
                     self.forget_total();
                 }
             }
             None => {
-                let place = rows.len();
-                rows.push(Row::new(segment, hash));
-                self.index.insert_unique(hash, place, |&i| rows[i].hash);
+                let place = self.rows.len();
+                self.rows.push(Row::new(segment, hash));
+                if closes {
+                    self.note_closed(place);
+                } else {
+                    let rows = &self.rows;
+                    self.open.insert_unique(hash, place, |&i| rows[i].hash);
+                }
                 if let Ok(Some(total)) = self.settled.get_mut() {
                     total.uncounted.push(place);
                 }
@@ -209,13 +239,56 @@ impl TenantRows {
         }
     }
 
+    /// The row of `segment`'s segment (whose hash is `hash`), if any.
+    fn find(&mut self, hash: u64, segment: &Segment) -> Option<Found> {
+        let rows = &self.rows;
+        // The kept hash first: a row's segment and texts lie elsewhere.
+        let same = |&i: &usize| rows[i].hash == hash && same_key(&rows[i].segment, segment);
+        if let Some(&place) = self.open.find(hash, same) {
+            return Some(Found::Open(place));
+        }
+        let (latest, at_latest) = self.latest_closed.as_ref()?;
+        let place = match segment.start.cmp(latest) {
+            std::cmp::Ordering::Greater => None,
+            std::cmp::Ordering::Equal => at_latest.iter().copied().find(|i| same(i)),
+            std::cmp::Ordering::Less => self
+                .closed
+                .get_or_insert_with(|| closed_index(rows))
+                .find(hash, same)
+                .copied(),
+        };
+        place.map(Found::Closed)
+    }
+
+    /// The row at `place` has just closed (or come closed).
+    fn note_closed(&mut self, place: usize) {
+        let rows = &self.rows;
+        let row = &rows[place];
+        if let Some(index) = &mut self.closed {
+            index.insert_unique(row.hash, place, |&i| rows[i].hash);
+        }
+        let start = row.segment.start;
+        match &mut self.latest_closed {
+            Some((latest, _)) if start < *latest => {}
+            Some((latest, at_latest)) if start == *latest => at_latest.push(place),
+            _ => self.latest_closed = Some((start, vec![place])),
+        }
+    }
+
     /// Keeps only the rows `keep` says yes to.
     fn retain(&mut self, mut keep: impl FnMut(&Segment) -> bool) {
         self.rows.retain(|row| keep(&row.segment));
-        self.index.clear();
-        let rows = &self.rows;
-        for (place, row) in rows.iter().enumerate() {
-            self.index.insert_unique(row.hash, place, |&i| rows[i].hash);
+        self.open.clear();
+        self.latest_closed = None;
+        self.closed = None;
+        for place in 0..self.rows.len() {
+            if self.rows[place].segment.end.is_some() {
+                self.note_closed(place);
+            } else {
+                let rows = &self.rows;
+                self.open
+                    .insert_unique(rows[place].hash, place, |&i| rows[i].hash);
+            }
         }
         self.forget_total();
     }
@@ -235,12 +308,25 @@ impl TenantRows {
     }
 }
 
+/// Places of the closed rows among `rows`, by hash.
+fn closed_index(rows: &Chunked<Row>) -> HashTable<usize> {
+    let mut index = HashTable::new();
+    for (place, row) in rows.iter().enumerate() {
+        if row.segment.end.is_some() {
+            index.insert_unique(row.hash, place, |&i| rows[i].hash);
+        }
+    }
+    index
+}
+
 /// A copy keeps no running total and prices afresh.
 impl Clone for TenantRows {
     fn clone(&self) -> Self {
         Self {
             rows: self.rows.clone(),
-            index: self.index.clone(),
+            open: self.open.clone(),
+            latest_closed: self.latest_closed.clone(),
+            closed: self.closed.clone(),
             settled: Mutex::new(None),
         }
     }
@@ -385,5 +471,94 @@ impl<'de> Deserialize<'de> for Segments {
             segments.insert(Arc::new(s));
         }
         Ok(segments)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::billing::UseKind;
+
+    /// A row of tenant `t`, job `j`, attempt 1, starting at `start` and
+    /// ending at `end` (seconds), or open.
+    fn row(t: u8, j: u8, start: i64, end: Option<i64>) -> Arc<Segment> {
+        Arc::new(Segment {
+            pool: "p".into(),
+            tenant: format!("t{t}").into(),
+            job_id: format!("j{j}").into(),
+            attempt: 1,
+            kind: UseKind::Quota,
+            slices: 1,
+            max_slices: 1,
+            model: "M".into(),
+            devices: Arc::new([]),
+            start: Timestamp::from_micros(start * 1_000_000),
+            end: end.map(|e| Timestamp::from_micros(e * 1_000_000)),
+            final_state: None,
+            work_units: None,
+            work_unit_name: None,
+        })
+    }
+
+    type Key = (Arc<str>, Arc<str>, Timestamp);
+
+    /// The rule, kept plainly: a row replaces the row of its segment
+    /// unless that one is closed and it is open.
+    fn model_insert(model: &mut BTreeMap<Key, Arc<Segment>>, s: &Arc<Segment>) {
+        let key = (s.tenant.clone(), s.job_id.clone(), s.start);
+        match model.get(&key) {
+            Some(known) if known.end.is_some() && s.end.is_none() => {}
+            _ => {
+                model.insert(key, s.clone());
+            }
+        }
+    }
+
+    /// What to do next: take in a row, or keep the rows ending after an
+    /// instant (or still open).
+    #[derive(Debug, Clone)]
+    enum Step {
+        Insert(u8, u8, i64, Option<i64>),
+        KeepAfter(i64),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            8 => (0..2u8, 0..3u8, 0..6i64, proptest::option::of(0..4i64))
+                .prop_map(|(t, j, s, d)| Step::Insert(t, j, s, d.map(|d| s + d))),
+            1 => (0..8i64).prop_map(Step::KeepAfter),
+        ]
+    }
+
+    proptest! {
+        /// In any order, closed rows before their open rows and starts
+        /// going back and forth, the rows kept are those of the rule.
+        #[test]
+        fn rows_follow_the_rule_in_any_order(steps in proptest::collection::vec(step(), 0..60)) {
+            let mut segments = Segments::default();
+            let mut model = BTreeMap::new();
+            for step in steps {
+                match step {
+                    Step::Insert(t, j, start, end) => {
+                        let s = row(t, j, start, end);
+                        segments.insert(s.clone());
+                        model_insert(&mut model, &s);
+                    }
+                    Step::KeepAfter(at) => {
+                        let at = Timestamp::from_micros(at * 1_000_000);
+                        let keep = |s: &Segment| s.end.is_none_or(|e| e > at);
+                        segments.retain(keep);
+                        model.retain(|_, s| keep(s));
+                    }
+                }
+                let got: Vec<&Segment> = segments.values().collect();
+                let want: Vec<&Segment> = model.values().map(|s| &**s).collect();
+                prop_assert_eq!(got, want);
+            }
+        }
     }
 }
