@@ -154,8 +154,9 @@ struct Settled {
     from: Timestamp,
     to: Timestamp,
     sums: Sums,
-    /// Places (in [`TenantRows::rows`]) of every row not counted in
-    /// `sums`: running, ended after `to`, or come since; each once.
+    /// Places (in [`TenantRows::rows`]) of every closed row not counted
+    /// in `sums`: ended after `to`, or come since; each once. Open rows
+    /// are never counted.
     uncounted: Vec<usize>,
 }
 
@@ -168,20 +169,22 @@ fn next_epoch() -> u64 {
 /// One tenant's segments, found by key (no order: [`TenantRows::sorted`]
 /// gives key order), and its running total.
 ///
-/// Only the open rows are indexed as they come. An open row is looked up
-/// again when its segment closes, and open rows are few (one per running
-/// attempt), so their index stays in the caches; closed rows pile up over
-/// a month, and a large index is slow to reach. A closed row is looked up
-/// only by a row that could be of the same segment: one that starts no
-/// later than the latest start of a closed row. The ledger never sends one
-/// that starts earlier (it opens segments at its current time), so the
-/// index of every closed row is built only when such a row comes.
+/// Open rows are kept apart from closed ones, in their own table. An open
+/// row is looked up again when its segment closes, and open rows are few
+/// (one per running attempt), so their table stays in the caches, while
+/// closed rows pile up over a month: a segment that closes then costs no
+/// trip to memory for the row it replaces. Closed rows are looked up only
+/// by a row that could be of the same segment: one that starts no later
+/// than the latest start of a closed row. The ledger never sends one that
+/// starts earlier (it opens segments at its current time), so the index
+/// of the closed rows is built only when such a row comes.
 #[derive(Debug, Default)]
 struct TenantRows {
-    /// In the order they came; a row replaced keeps its place.
+    /// The closed rows, in the order they came; a row replaced keeps its
+    /// place.
     rows: Chunked<Row>,
-    /// Places in `rows` of the open rows, by [`hash_of`] their segment.
-    open: HashTable<usize>,
+    /// The open rows, by [`hash_of`] their segment.
+    open: HashTable<Row>,
     /// The latest start of a closed row, and the places of the closed
     /// rows that start then.
     latest_closed: Option<(Timestamp, Vec<usize>)>,
@@ -190,65 +193,54 @@ struct TenantRows {
     settled: Mutex<Option<Settled>>,
 }
 
-/// Where the row of a segment is, and whether it is open.
-enum Found {
-    Open(usize),
-    Closed(usize),
-}
-
 impl TenantRows {
     /// Takes in a row: it replaces the row of the same segment, unless that
     /// one is closed and this one open.
     fn insert(&mut self, segment: Arc<Segment>) {
         let hash = hash_of(&segment);
-        let closes = segment.end.is_some();
-        match self.find(hash, &segment) {
-            Some(Found::Open(place)) => {
-                // An open row is not counted in the total, and its place
-                // is already listed as uncounted.
-                if closes {
-                    if let Ok(entry) = self.open.find_entry(hash, |&i| i == place) {
-                        entry.remove();
-                    }
-                    self.rows[place] = Row::new(segment, hash);
-                    self.note_closed(place);
-                } else {
-                    self.rows[place] = Row::new(segment, hash);
+        if segment.end.is_none() {
+            if self.find_closed(hash, &segment).is_some() {
+                return;
+            }
+            match self
+                .open
+                .find_mut(hash, |row| same_key(&row.segment, &segment))
+            {
+                Some(known) => *known = Row::new(segment, hash),
+                None => {
+                    self.open
+                        .insert_unique(hash, Row::new(segment, hash), |row| row.hash);
                 }
             }
-            Some(Found::Closed(place)) => {
-                if closes {
-                    // The row replaced may be counted in the total.
-                    self.rows[place] = Row::new(segment, hash);
-                    self.forget_total();
-                }
-            }
-            None => {
-                let place = self.rows.len();
-                self.rows.push(Row::new(segment, hash));
-                if closes {
-                    self.note_closed(place);
-                } else {
-                    let rows = &self.rows;
-                    self.open.insert_unique(hash, place, |&i| rows[i].hash);
-                }
-                if let Ok(Some(total)) = self.settled.get_mut() {
-                    total.uncounted.push(place);
-                }
-            }
+            return;
+        }
+        if let Ok(open) = self
+            .open
+            .find_entry(hash, |row| same_key(&row.segment, &segment))
+        {
+            open.remove();
+        } else if let Some(place) = self.find_closed(hash, &segment) {
+            // The row replaced may be counted in the total.
+            self.rows[place] = Row::new(segment, hash);
+            self.forget_total();
+            return;
+        }
+        let place = self.rows.len();
+        self.rows.push(Row::new(segment, hash));
+        self.note_closed(place);
+        if let Ok(Some(total)) = self.settled.get_mut() {
+            total.uncounted.push(place);
         }
     }
 
-    /// The row of `segment`'s segment (whose hash is `hash`), if any.
-    fn find(&mut self, hash: u64, segment: &Segment) -> Option<Found> {
+    /// The place of the closed row of `segment`'s segment (whose hash is
+    /// `hash`), if any.
+    fn find_closed(&mut self, hash: u64, segment: &Segment) -> Option<usize> {
+        let (latest, at_latest) = self.latest_closed.as_ref()?;
         let rows = &self.rows;
         // The kept hash first: a row's segment and texts lie elsewhere.
         let same = |&i: &usize| rows[i].hash == hash && same_key(&rows[i].segment, segment);
-        if let Some(&place) = self.open.find(hash, same) {
-            return Some(Found::Open(place));
-        }
-        let (latest, at_latest) = self.latest_closed.as_ref()?;
-        let place = match segment.start.cmp(latest) {
+        match segment.start.cmp(latest) {
             std::cmp::Ordering::Greater => None,
             std::cmp::Ordering::Equal => at_latest.iter().copied().find(|i| same(i)),
             std::cmp::Ordering::Less => self
@@ -256,11 +248,10 @@ impl TenantRows {
                 .get_or_insert_with(|| closed_index(rows))
                 .find(hash, same)
                 .copied(),
-        };
-        place.map(Found::Closed)
+        }
     }
 
-    /// The row at `place` has just closed (or come closed).
+    /// The closed row at `place` has just come.
     fn note_closed(&mut self, place: usize) {
         let rows = &self.rows;
         let row = &rows[place];
@@ -275,27 +266,26 @@ impl TenantRows {
         }
     }
 
+    /// Every row, closed then open, in no particular order.
+    fn all(&self) -> impl Iterator<Item = &Row> {
+        self.rows.iter().chain(self.open.iter())
+    }
+
     /// Keeps only the rows `keep` says yes to.
     fn retain(&mut self, mut keep: impl FnMut(&Segment) -> bool) {
         self.rows.retain(|row| keep(&row.segment));
-        self.open.clear();
+        self.open.retain(|row| keep(&row.segment));
         self.latest_closed = None;
         self.closed = None;
         for place in 0..self.rows.len() {
-            if self.rows[place].segment.end.is_some() {
-                self.note_closed(place);
-            } else {
-                let rows = &self.rows;
-                self.open
-                    .insert_unique(rows[place].hash, place, |&i| rows[i].hash);
-            }
+            self.note_closed(place);
         }
         self.forget_total();
     }
 
     /// The rows in key order.
     fn sorted(&self) -> Vec<&Row> {
-        let mut rows: Vec<&Row> = self.rows.iter().collect();
+        let mut rows: Vec<&Row> = self.all().collect();
         rows.sort_unstable_by(|a, b| key_of(&a.segment).cmp(&key_of(&b.segment)));
         rows
     }
@@ -308,13 +298,11 @@ impl TenantRows {
     }
 }
 
-/// Places of the closed rows among `rows`, by hash.
+/// Places of `rows` (all closed), by hash.
 fn closed_index(rows: &Chunked<Row>) -> HashTable<usize> {
-    let mut index = HashTable::new();
+    let mut index = HashTable::with_capacity(rows.len());
     for (place, row) in rows.iter().enumerate() {
-        if row.segment.end.is_some() {
-            index.insert_unique(row.hash, place, |&i| rows[i].hash);
-        }
+        index.insert_unique(row.hash, place, |&i| rows[i].hash);
     }
     index
 }
@@ -354,7 +342,7 @@ impl Segments {
         for tenant in self.0.values_mut() {
             tenant.retain(&mut keep);
         }
-        self.0.retain(|_, tenant| !tenant.rows.is_empty());
+        self.0.retain(|_, tenant| tenant.all().next().is_some());
     }
 
     /// Every segment, by tenant and key.
@@ -372,13 +360,13 @@ impl Segments {
         self.0
             .get(tenant)
             .into_iter()
-            .flat_map(|t| t.rows.iter().map(|row| &*row.segment))
+            .flat_map(|t| t.all().map(|row| &*row.segment))
     }
 
     /// `tenant`'s sums over [from, to) as of `generation`, rows priced by
     /// `pricer`. A row that ended by `to` is added to the tenant's running
-    /// total once, the others every time; rows already in the total are
-    /// not visited.
+    /// total once, the others (open, or ending later) every time; rows
+    /// already in the total are not visited.
     pub(super) fn tenant_sums<P: Pricer>(
         &self,
         tenant: &str,
@@ -393,7 +381,7 @@ impl Segments {
         let mut running = Sums::default();
         let Ok(mut guard) = tenant.settled.lock() else {
             // Poisoned by a panic elsewhere: add every row up afresh.
-            for row in &tenant.rows {
+            for row in tenant.all() {
                 pricer.add(row, &mut running)?;
             }
             pricer.flush(&mut running)?;
@@ -418,7 +406,7 @@ impl Segments {
                 let Some(row) = tenant.rows.get(place) else {
                     continue;
                 };
-                if row.segment.end.is_none_or(|end| end > to) {
+                if row.segment.end.is_some_and(|end| end > to) {
                     still.push(place);
                 } else if row.counted_in.load(Ordering::Relaxed) != total.epoch {
                     pricer.add(row, &mut total.sums)?;
@@ -433,8 +421,9 @@ impl Segments {
             return Err(e);
         }
         total.uncounted = still;
-        for &place in &total.uncounted {
-            pricer.add(&tenant.rows[place], &mut running)?;
+        let unsettled = total.uncounted.iter().map(|&place| &tenant.rows[place]);
+        for row in unsettled.chain(tenant.open.iter()) {
+            pricer.add(row, &mut running)?;
         }
         pricer.flush(&mut running)?;
         running.merge(&total.sums);
