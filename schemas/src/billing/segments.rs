@@ -184,13 +184,45 @@ struct TenantRows {
     /// place.
     rows: Chunked<Row>,
     /// The open rows, by [`hash_of`] their segment.
-    open: HashTable<Row>,
+    open: HashTable<OpenRow>,
     /// The latest start of a closed row, and the places of the closed
     /// rows that start then.
     latest_closed: Option<(Timestamp, Vec<usize>)>,
     /// Places of every closed row, by hash, once needed.
     closed: Option<HashTable<usize>>,
     settled: Mutex<Option<Settled>>,
+}
+
+/// An open row, with its segment's key beside it: finding the row when
+/// its segment closes then reads nothing of the segment, which was made
+/// long before and lies elsewhere in memory.
+#[derive(Debug, Clone)]
+struct OpenRow {
+    row: Row,
+    attempt: i32,
+    start: Timestamp,
+    /// Where the job's id lies: a closed row nearly always shares it.
+    job: usize,
+}
+
+impl OpenRow {
+    fn new(segment: Arc<Segment>, hash: u64) -> Self {
+        Self {
+            attempt: segment.attempt,
+            start: segment.start,
+            job: segment.job_id.as_ptr() as usize,
+            row: Row::new(segment, hash),
+        }
+    }
+
+    /// Whether `segment`, of hash `hash`, is of this row's segment.
+    fn is_of(&self, hash: u64, segment: &Segment) -> bool {
+        self.row.hash == hash
+            && self.attempt == segment.attempt
+            && self.start == segment.start
+            && (self.job == segment.job_id.as_ptr() as usize
+                || self.row.segment.job_id == segment.job_id)
+    }
 }
 
 impl TenantRows {
@@ -202,21 +234,18 @@ impl TenantRows {
             if self.find_closed(hash, &segment).is_some() {
                 return;
             }
-            match self
-                .open
-                .find_mut(hash, |row| same_key(&row.segment, &segment))
-            {
-                Some(known) => *known = Row::new(segment, hash),
+            match self.open.find_mut(hash, |open| open.is_of(hash, &segment)) {
+                Some(known) => *known = OpenRow::new(segment, hash),
                 None => {
                     self.open
-                        .insert_unique(hash, Row::new(segment, hash), |row| row.hash);
+                        .insert_unique(hash, OpenRow::new(segment, hash), |open| open.row.hash);
                 }
             }
             return;
         }
         if let Ok(open) = self
             .open
-            .find_entry(hash, |row| same_key(&row.segment, &segment))
+            .find_entry(hash, |open| open.is_of(hash, &segment))
         {
             open.remove();
         } else if let Some(place) = self.find_closed(hash, &segment) {
@@ -268,13 +297,15 @@ impl TenantRows {
 
     /// Every row, closed then open, in no particular order.
     fn all(&self) -> impl Iterator<Item = &Row> {
-        self.rows.iter().chain(self.open.iter())
+        self.rows
+            .iter()
+            .chain(self.open.iter().map(|open| &open.row))
     }
 
     /// Keeps only the rows `keep` says yes to.
     fn retain(&mut self, mut keep: impl FnMut(&Segment) -> bool) {
         self.rows.retain(|row| keep(&row.segment));
-        self.open.retain(|row| keep(&row.segment));
+        self.open.retain(|open| keep(&open.row.segment));
         self.latest_closed = None;
         self.closed = None;
         for place in 0..self.rows.len() {
@@ -422,7 +453,7 @@ impl Segments {
         }
         total.uncounted = still;
         let unsettled = total.uncounted.iter().map(|&place| &tenant.rows[place]);
-        for row in unsettled.chain(tenant.open.iter()) {
+        for row in unsettled.chain(tenant.open.iter().map(|open| &open.row)) {
             pricer.add(row, &mut running)?;
         }
         pricer.flush(&mut running)?;
