@@ -171,13 +171,15 @@ fn next_epoch() -> u64 {
 ///
 /// Open rows are kept apart from closed ones, in their own table. An open
 /// row is looked up again when its segment closes, and open rows are few
-/// (one per running attempt), so their table stays in the caches, while
-/// closed rows pile up over a month: a segment that closes then costs no
-/// trip to memory for the row it replaces. Closed rows are looked up only
-/// by a row that could be of the same segment: one that starts no later
-/// than the latest start of a closed row. The ledger never sends one that
-/// starts earlier (it opens segments at its current time), so the index
-/// of the closed rows is built only when such a row comes.
+/// (one per running attempt) while closed rows pile up over a month: a
+/// segment that closes then costs one load from memory for the row it
+/// replaces, not a chain of them through a month-sized index (the open
+/// row's segment is still read once more, to drop it). Closed rows are
+/// looked up only by a row that could be of the same segment: one that
+/// starts no later than the latest start of a closed row. The ledger
+/// never sends one that starts earlier (it opens segments at its current
+/// time), so the index of the closed rows is built only when such a row
+/// comes.
 #[derive(Debug, Default)]
 struct TenantRows {
     /// The closed rows, in the order they came; a row replaced keeps its
@@ -201,7 +203,8 @@ struct OpenRow {
     row: Row,
     attempt: i32,
     start: Timestamp,
-    /// Where the job's id lies: a closed row nearly always shares it.
+    /// The address of the job's id (kept alive by `row`): a closed row
+    /// nearly always shares the text itself.
     job: usize,
 }
 
