@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 use rustc_hash::FxBuildHasher;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -237,11 +238,16 @@ impl TenantRows {
             if self.find_closed(hash, &segment).is_some() {
                 return;
             }
-            match self.open.find_mut(hash, |open| open.is_of(hash, &segment)) {
-                Some(known) => *known = OpenRow::new(segment, hash),
-                None => {
-                    self.open
-                        .insert_unique(hash, OpenRow::new(segment, hash), |open| open.row.hash);
+            // One probe, whether it replaces an open row or comes new.
+            let entry = self.open.entry(
+                hash,
+                |open| open.is_of(hash, &segment),
+                |open| open.row.hash,
+            );
+            match entry {
+                Entry::Occupied(mut known) => *known.get_mut() = OpenRow::new(segment, hash),
+                Entry::Vacant(place) => {
+                    place.insert(OpenRow::new(segment, hash));
                 }
             }
             return;
