@@ -27,6 +27,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// option in both its v2 and v3 headers; the build uses v3).
 const MI_OPTION_PURGE_DECOMMITS: libmimalloc_sys::mi_option_t = 5;
 
+/// `mi_option_purge_delay` in mimalloc's `mi_option_t` (the sixteenth in both
+/// its v2 and v3 headers, just before `mi_option_use_numa_nodes`).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
 /// How memory is handed out and back, for the telemetry writer, which
 /// allocates every sample's columns on the consumer's thread (and
 /// librdkafka every message's, through the same allocator) and frees them
@@ -43,16 +47,26 @@ const MI_OPTION_PURGE_DECOMMITS: libmimalloc_sys::mi_option_t = 5;
 ///   system time per 10 M samples doing so, half its system time. The
 ///   process opts out of them (`PR_SET_THP_DISABLE`, which covers memory
 ///   mapped before `main` too) unless `MIMALLOC_ALLOW_THP` is set, or
-///   `huge_pages` says the command only folds the ledger: the ledger's
+///   `ledger_only` says the command only folds the ledger: the ledger's
 ///   tables are large and read at random, one miss of the address cache
 ///   (TLB) per lookup with 4 KiB pages, and 2 MiB pages made `fold` of the
-///   benchmark month 5–10 % faster (BENCHMARKS.md).
-fn tune_allocator(huge_pages: bool) {
+///   benchmark month 5–10 % faster (BENCHMARKS.md);
+/// - a command that only folds the ledger never hands memory back
+///   (`MIMALLOC_PURGE_DELAY` still wins): it exits when the fold is done,
+///   and the memory an applied event frees (its decisions, once written)
+///   is what the next events allocate; handed back 10 ms later and taken
+///   again, it made `fold` of the benchmark month 4–8 % slower by the
+///   median (BENCHMARKS.md).
+fn tune_allocator(ledger_only: bool) {
     if std::env::var_os("MIMALLOC_PURGE_DECOMMITS").is_none() {
         // SAFETY: sets one of mimalloc's options; any value is allowed.
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DECOMMITS, 0) };
     }
-    if !huge_pages && std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
+    if ledger_only && std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // SAFETY: as above; -1 is mimalloc's "never".
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+    }
+    if !ledger_only && std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
         // SAFETY: a flag of this process's memory map; no memory changes.
         // A kernel without it refuses, and huge pages stay as they were.
         unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
