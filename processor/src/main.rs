@@ -54,9 +54,11 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// - a command that only folds the ledger never hands memory back
 ///   (`MIMALLOC_PURGE_DELAY` still wins): it exits when the fold is done,
 ///   and the memory an applied event frees (its decisions, once written)
-///   is what the next events allocate; handed back 10 ms later and taken
-///   again, it made `fold` of the benchmark month 4–8 % slower by the
-///   median (BENCHMARKS.md).
+///   is what the next events allocate, so handing it back 10 ms later
+///   only to fault it in again is wasted work (72 MiB over the first
+///   20,000 events of the benchmark month); `fold` of the month was 4–6 %
+///   faster by the median in some rounds, no faster in others
+///   (BENCHMARKS.md, "2026-12-07, later").
 fn tune_allocator(ledger_only: bool) {
     if std::env::var_os("MIMALLOC_PURGE_DECOMMITS").is_none() {
         // SAFETY: sets one of mimalloc's options; any value is allowed.
