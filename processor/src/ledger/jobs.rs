@@ -56,12 +56,22 @@ pub(crate) fn apply(
         ));
     }
     let named = e.devices.iter().flatten();
-    if let Some(unknown) = named.clone().find(|d| pool.inventory.device(d).is_none()) {
-        return Err(format!(
-            "device {unknown:?} of {label} is not in pool {:?}'s inventory",
+    let unknown = |device: &String| {
+        format!(
+            "device {device:?} of {label} is not in pool {:?}'s inventory",
             e.pool
-        ));
-    }
+        )
+    };
+    // A start keeps its devices as the inventory holds them, found in the
+    // one lookup that also checks them; any other state only checks.
+    let started_devices = if e.state == JobState::Started {
+        Some(segments::device_list(pool, named.clone()).map_err(unknown)?)
+    } else {
+        if let Some(device) = named.clone().find(|d| pool.inventory.device(d).is_none()) {
+            return Err(unknown(device));
+        }
+        None
+    };
 
     match e.state {
         JobState::Submitted => {
@@ -71,7 +81,7 @@ pub(crate) fn apply(
         JobState::Started if phase == Some(AttemptPhase::Running) => {
             // Another node of a multi-node job: its devices join from its
             // start on; the attempt keeps its first start.
-            let devices = segments::device_list(pool, named);
+            let devices = started_devices.unwrap_or_default();
             let kind = pool
                 .live
                 .attempt(key)
@@ -88,7 +98,7 @@ pub(crate) fn apply(
         }
         JobState::Started => {
             // Running now: the hold no longer expires.
-            let devices = segments::device_list(pool, named);
+            let devices = started_devices.unwrap_or_default();
             let hold = pool.live.start(key).map(|hold| {
                 let kind = UseKind::from(hold.kind);
                 (kind, hold.ge.clone(), Arc::clone(&hold.tenant))

@@ -49,17 +49,21 @@ fn row(
     })
 }
 
-/// `devices` as an attempt holds them: sorted, each once, and sharing the
-/// inventory's text where the pool lists the device.
+/// `devices` as an attempt holds them: sorted, each once, each the
+/// inventory's own text; or the first that the pool does not list.
 pub(crate) fn device_list<'a>(
     pool: &Pool,
     devices: impl Iterator<Item = &'a String>,
-) -> Arc<[Arc<str>]> {
-    sorted_once(devices.map(|d| {
-        pool.inventory
-            .shared_uuid(d)
-            .unwrap_or_else(|| d.as_str().into())
-    }))
+) -> Result<Arc<[Arc<str>]>, &'a String> {
+    let mut unknown = None;
+    let list = sorted_once(devices.map_while(|d| {
+        let shared = pool.inventory.shared_uuid(d);
+        if shared.is_none() {
+            unknown = Some(d);
+        }
+        shared
+    }));
+    unknown.map_or(Ok(list), Err)
 }
 
 /// `devices` sorted, each once.

@@ -352,6 +352,36 @@ fn contradictions_are_rejected_and_change_nothing() {
 }
 
 #[test]
+fn a_device_the_pool_does_not_list_is_rejected_by_name() {
+    let with_devices = |line: String, devices: &str| {
+        line.replace(r#""state":"#, &format!(r#""devices":[{devices}],"state":"#))
+    };
+    let mut lines = base();
+    lines.push(admit("a1", "team-a", "ja", 1, 1, T0));
+    // A start that also names an unknown device, then a terminal event
+    // that names one: both rejected, naming it; the known start applies.
+    let start = job("ja", "team-a", "started", T0);
+    lines.push(with_devices(start.clone(), r#""GPU-p-1","GPU-elsewhere""#));
+    lines.push(with_devices(start, r#""GPU-p-1""#));
+    let end = job("ja", "team-a", "completed", "2026-11-02T01:00:00Z");
+    lines.push(with_devices(end.clone(), r#""GPU-gone""#));
+    lines.push(end);
+    let mut ledger = Ledger::new(LedgerConfig::default());
+    let rejected = rejections(&run(&mut ledger, &lines));
+    assert_eq!(rejected.len(), 2, "{rejected:?}");
+    assert!(
+        rejected[0].contains(r#"device "GPU-elsewhere""#) && rejected[0].contains("inventory"),
+        "{}",
+        rejected[0]
+    );
+    assert!(
+        rejected[1].contains(r#"device "GPU-gone""#),
+        "{}",
+        rejected[1]
+    );
+}
+
+#[test]
 fn duplicates_and_retried_requests() {
     let mut lines = base();
     lines.push(admit("a1", "team-a", "ja", 1, 1, T0));
