@@ -158,10 +158,10 @@ pub(crate) fn request(
 
     let Some(kind) = kind else {
         let (decision, index) =
-            out.admission(r, AdmissionOutcome::Deny, None, &reason, &entitled, &used);
+            out.admission(r, AdmissionOutcome::Deny, None, reason, &entitled, &used);
         records
             .decided
-            .insert_absent(&r.pool, &r.request_id, absent, &decision, index);
+            .insert_absent(&r.pool, &r.request_id, absent, decision, index);
         return Ok(());
     };
 
@@ -188,10 +188,13 @@ pub(crate) fn request(
         r,
         AdmissionOutcome::Admit,
         Some(kind),
-        &reason,
+        reason,
         &entitled,
         &used,
     );
+    records
+        .decided
+        .insert_absent(&r.pool, &r.request_id, absent, decision, index);
     if shortfall.is_positive() {
         out.burst(
             &r.pool,
@@ -201,9 +204,6 @@ pub(crate) fn request(
             kind,
         );
     }
-    records
-        .decided
-        .insert_absent(&r.pool, &r.request_id, absent, &decision, index);
     // A hold for this attempt was rejected above.
     pool.live.insert_new(
         key,

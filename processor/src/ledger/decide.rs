@@ -149,18 +149,20 @@ impl<'a> Decisions<'a> {
         self.cause.event_id.clone()
     }
 
-    /// Decides an admission request; gives the decision and its index
-    /// among this event's decisions (the middle of its `event_id`).
+    /// Decides an admission request; gives the decision, kept among this
+    /// event's, and its index there (the middle of its `event_id`). The
+    /// reason is taken, not copied: each count of a shared text changed
+    /// is an atomic instruction.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn admission(
         &mut self,
         request: &AdmissionRequest,
         decision: AdmissionOutcome,
         kind: Option<HoldKind>,
-        reason: &Text,
+        reason: Text,
         entitled: &Ge,
         used: &Ge,
-    ) -> (Arc<Event>, u32) {
+    ) -> (&Arc<Event>, u32) {
         let index = self.out.len();
         // Built where it is kept: the event is large, and each move
         // between builder functions copies it.
@@ -174,7 +176,7 @@ impl<'a> Decisions<'a> {
             max_slices: request.max_slices,
             decision,
             kind,
-            reason: reason.clone(),
+            reason,
             entitled_ge: ge_text(entitled),
             used_ge: ge_text(used),
             ledger_partition: self.partition(),
@@ -185,10 +187,10 @@ impl<'a> Decisions<'a> {
             envelope: self.envelope(ADMISSION),
             body,
         });
-        self.push_event(Arc::clone(&event));
-        let index = u32::try_from(index)
+        self.push_event(event);
+        let number = u32::try_from(index)
             .unwrap_or_else(|_| unreachable!("more than 2^32 decisions from one event"));
-        (event, index)
+        (&self.out[index], number)
     }
 
     /// Repeats an earlier decision unchanged (a retried request).
