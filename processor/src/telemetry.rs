@@ -246,12 +246,7 @@ impl Consumption {
                 if known.is_empty() {
                     return Err(Error::Consumer(format!("topic {topic} has no partitions")));
                 }
-                let mut list = TopicPartitionList::new();
-                for &partition in &known {
-                    // The group's committed offset, else the earliest.
-                    list.add_partition_offset(&topic, partition, Offset::Stored)?;
-                }
-                consumer.assign(&list)?;
+                consumer.assign(&resume_points(&consumer, &topic, &known)?)?;
                 known
             }
         };
@@ -575,6 +570,55 @@ fn ensure_no_members(consumer: &BaseConsumer, group: &str) -> Result<()> {
     }
     Ok(())
 }
+
+/// Where a batch load resumes in each of `partitions`: the group's
+/// committed offset, else the earliest. Asked here, and asked again while
+/// the group's coordinator cannot answer, rather than left to the
+/// assignment: librdkafka asks once, and where a coordinator still loading
+/// (a broker just started) refuses that request it never asks again, so
+/// the partitions are never read (librdkafka issue #5586).
+fn resume_points(
+    consumer: &BaseConsumer,
+    topic: &str,
+    partitions: &[i32],
+) -> Result<TopicPartitionList> {
+    let mut asked = TopicPartitionList::new();
+    for &partition in partitions {
+        asked.add_partition(topic, partition);
+    }
+    let mut tries = 0u32;
+    let committed = loop {
+        let answer = consumer
+            .committed_offsets(asked.clone(), Duration::from_secs(10))
+            .and_then(|list| {
+                let refused = list.elements().iter().find_map(|e| e.error().err());
+                refused.map_or(Ok(list), Err)
+            });
+        match answer {
+            Ok(list) => break list,
+            Err(e) if tries < RESUME_TRIES => {
+                tries += 1;
+                tracing::warn!(error = %e, tries, "committed offsets not read; asking again");
+                std::thread::sleep(Duration::from_millis(500) * tries);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let mut points = TopicPartitionList::new();
+    for e in committed.elements() {
+        let offset = match e.offset() {
+            Offset::Offset(next) if next >= 0 => Offset::Offset(next),
+            _ => Offset::Beginning,
+        };
+        points.add_partition_offset(topic, e.partition(), offset)?;
+    }
+    Ok(points)
+}
+
+/// How many times a batch load asks again for the committed offsets
+/// before it gives up (waiting half a second longer each time: some 40
+/// seconds in all, besides the requests themselves).
+const RESUME_TRIES: u32 = 12;
 
 /// The writer's side: each file sorted, rolled up, written durably, then
 /// its offsets stored, one file after another.
