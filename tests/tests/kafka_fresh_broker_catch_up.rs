@@ -1,0 +1,138 @@
+//! `gpuledger-processor catch-up` against a broker started moments before,
+//! whose group coordinator is still loading when the catch-up asks where
+//! to resume. librdkafka, left to ask on its own, asks once; refused, it
+//! never asks again and the partitions are never read (librdkafka issue
+//! #5586). The catch-up asks itself, again while refused, and must read
+//! every sample.
+//!
+//! The test starts a broker of its own (`deploy/local/kafka.sh` on other
+//! ports, with its own data), so it needs the local Kafka set-up; against
+//! a cluster of the user's (`GPULEDGER_KAFKA_BOOTSTRAP`) it is skipped.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use gpuledger_tests::{WorkDir, binary, create_topics, repo_root, simulate, unique_prefix};
+
+/// How long a catch-up of a few hundred samples may take before it counts
+/// as stuck (it takes seconds).
+const STUCK_AFTER: Duration = Duration::from_secs(120);
+
+/// A broker of the test's own, stopped when dropped.
+struct OwnBroker {
+    port: u16,
+    data: PathBuf,
+}
+
+impl OwnBroker {
+    fn start(data: &Path) -> Self {
+        let broker = Self {
+            port: free_port_pair(),
+            data: data.to_path_buf(),
+        };
+        let status = broker.script("start");
+        assert!(
+            status,
+            "deploy/local/kafka.sh start failed on port {}",
+            broker.port
+        );
+        broker
+    }
+
+    fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn script(&self, command: &str) -> bool {
+        Command::new(repo_root().join("deploy/local/kafka.sh"))
+            .arg(command)
+            .env("GPULEDGER_KAFKA_PORT", self.port.to_string())
+            .env("GPULEDGER_KAFKA_DATA", &self.data)
+            .stdin(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for OwnBroker {
+    fn drop(&mut self) {
+        self.script("stop");
+    }
+}
+
+/// A free port whose next one is free too (the broker's controller).
+fn free_port_pair() -> u16 {
+    (19_300..19_500)
+        .step_by(2)
+        .find(|&port| {
+            TcpListener::bind(("127.0.0.1", port)).is_ok()
+                && TcpListener::bind(("127.0.0.1", port + 1)).is_ok()
+        })
+        .expect("two free ports in 19300..19500")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_catch_up_on_a_broker_just_started_reads_every_sample() {
+    if std::env::var_os("GPULEDGER_KAFKA_BOOTSTRAP").is_some() {
+        eprintln!("skipped: a broker of the user's is in use, and this test starts its own");
+        return;
+    }
+    let work = WorkDir::new("fresh-broker");
+    let broker = OwnBroker::start(&work.path().join("kafka"));
+    let bootstrap = broker.bootstrap();
+    let prefix = unique_prefix("fresh");
+    create_topics(&bootstrap, &prefix, 2).await;
+    let produced = simulate(
+        &bootstrap,
+        &prefix,
+        &[
+            "--nodes",
+            "4",
+            "--ticks",
+            "50",
+            "--start",
+            "2026-11-03T10:00:00Z",
+        ],
+    )["samples"]
+        .as_u64()
+        .unwrap();
+
+    let history = work.path().join("history");
+    let mut catch_up = Command::new(binary("gpuledger-processor"))
+        .args([
+            "--log-filter",
+            "warn",
+            "catch-up",
+            "--kafka-bootstrap",
+            &bootstrap,
+            "--topic-prefix",
+            &prefix,
+            "--history-root",
+            history.to_str().unwrap(),
+            "--group-id",
+            &format!("{prefix}processor"),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("gpuledger-processor runs");
+    let started = Instant::now();
+    while catch_up.try_wait().expect("catch-up waits").is_none() {
+        if started.elapsed() > STUCK_AFTER {
+            let _ = catch_up.kill();
+            panic!("catch-up read nothing in {STUCK_AFTER:?} on a broker just started");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let output = catch_up.wait_with_output().expect("catch-up output");
+    assert!(
+        output.status.success(),
+        "catch-up failed: {}",
+        output.status
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("catch-up prints its summary as JSON");
+    assert_eq!(summary["samples"], produced, "{summary}");
+}
