@@ -564,6 +564,33 @@ pub fn simulate(bootstrap: &str, prefix: &str, args: &[&str]) -> serde_json::Val
     serde_json::from_str(&run_to_end("gpuledger-collector", &all)).expect("a JSON summary")
 }
 
+/// The arguments of `gpuledger-processor catch-up` of `prefix`'s telemetry
+/// on `bootstrap` into `history` as group `group`, logging warnings only;
+/// more may follow.
+pub fn catch_up_args(
+    bootstrap: &str,
+    prefix: &str,
+    history: &std::path::Path,
+    group: &str,
+) -> Vec<String> {
+    let history = history.to_str().expect("a history root named in UTF-8");
+    [
+        "--log-filter",
+        "warn",
+        "catch-up",
+        "--kafka-bootstrap",
+        bootstrap,
+        "--topic-prefix",
+        prefix,
+        "--history-root",
+        history,
+        "--group-id",
+        group,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// Polls `check` until it gives `Some`, or panics with `what` after `timeout`.
 pub fn eventually<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;

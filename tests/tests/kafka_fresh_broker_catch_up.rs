@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use gpuledger_tests::{WorkDir, binary, create_topics, repo_root, simulate, unique_prefix};
+use gpuledger_tests::{
+    WorkDir, binary, catch_up_args, create_topics, repo_root, simulate, unique_prefix,
+};
 
 /// How long a catch-up of a few hundred samples may take before it counts
 /// as stuck (it takes seconds).
@@ -100,20 +102,9 @@ async fn kafka_catch_up_on_a_broker_just_started_reads_every_sample() {
         .unwrap();
 
     let history = work.path().join("history");
+    let group = format!("{prefix}processor");
     let mut catch_up = Command::new(binary("gpuledger-processor"))
-        .args([
-            "--log-filter",
-            "warn",
-            "catch-up",
-            "--kafka-bootstrap",
-            &bootstrap,
-            "--topic-prefix",
-            &prefix,
-            "--history-root",
-            history.to_str().unwrap(),
-            "--group-id",
-            &format!("{prefix}processor"),
-        ])
+        .args(catch_up_args(&bootstrap, &prefix, &history, &group))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()

@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use gpuledger_tests::{
-    WorkDir, binary, create_topics, eventually, require_broker, run_python, run_to_end, simulate,
-    start_telemetry_processor, unique_prefix,
+    WorkDir, binary, catch_up_args, create_topics, eventually, require_broker, run_python,
+    run_to_end, simulate, start_telemetry_processor, unique_prefix,
 };
 
 /// Rows and distinct samples in the `samples` table under `root`.
@@ -36,21 +36,9 @@ async fn kafka_telemetry_catch_up_writes_to_the_end_once() {
     let history = work.path().join("history");
     let samples = history.join("samples");
     let group = format!("{prefix}processor");
-    let catch_up_args = [
-        "--log-filter",
-        "warn",
-        "catch-up",
-        "--kafka-bootstrap",
-        &bootstrap,
-        "--topic-prefix",
-        &prefix,
-        "--history-root",
-        history.to_str().unwrap(),
-        "--group-id",
-        &group,
-        "--flush-rows",
-        "40",
-    ];
+    let mut catch_up_args = catch_up_args(&bootstrap, &prefix, &history, &group);
+    catch_up_args.extend(["--flush-rows".to_owned(), "40".to_owned()]);
+    let catch_up_args: Vec<&str> = catch_up_args.iter().map(String::as_str).collect();
     let catch_up = || -> serde_json::Value {
         serde_json::from_str(run_to_end("gpuledger-processor", &catch_up_args).trim())
             .expect("catch-up prints its summary as JSON")
@@ -108,7 +96,7 @@ async fn kafka_telemetry_catch_up_writes_to_the_end_once() {
     // Beside a member of the group, a catch-up would write the same
     // records again: it refuses, and says why.
     let refused = Command::new(binary("gpuledger-processor"))
-        .args(catch_up_args)
+        .args(&catch_up_args)
         .stdin(Stdio::null())
         .output()
         .expect("run catch-up");
