@@ -12,14 +12,14 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gpuledger_tests::{
-    WorkDir, binary, catch_up_args, create_topics, repo_root, simulate, unique_prefix,
+    Service, WorkDir, catch_up_args, create_topics, repo_root, simulate, unique_prefix,
 };
 
 /// How long a catch-up of a few hundred samples may take before it counts
-/// as stuck (it takes seconds).
+/// as stuck (it takes seconds; stuck, it never ends).
 const STUCK_AFTER: Duration = Duration::from_secs(120);
 
 /// A broker of the test's own, stopped when dropped.
@@ -103,27 +103,18 @@ async fn kafka_catch_up_on_a_broker_just_started_reads_every_sample() {
 
     let history = work.path().join("history");
     let group = format!("{prefix}processor");
-    let mut catch_up = Command::new(binary("gpuledger-processor"))
-        .args(catch_up_args(&bootstrap, &prefix, &history, &group))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("gpuledger-processor runs");
-    let started = Instant::now();
-    while catch_up.try_wait().expect("catch-up waits").is_none() {
-        if started.elapsed() > STUCK_AFTER {
-            let _ = catch_up.kill();
-            panic!("catch-up read nothing in {STUCK_AFTER:?} on a broker just started");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let output = catch_up.wait_with_output().expect("catch-up output");
-    assert!(
-        output.status.success(),
-        "catch-up failed: {}",
-        output.status
+    let args = catch_up_args(&bootstrap, &prefix, &history, &group);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // Killed when dropped: a catch-up that never finishes fails the test
+    // and goes with it.
+    let mut catch_up = Service::start(
+        "gpuledger-processor",
+        &args,
+        &work.path().join("catch-up.log"),
     );
+    // The summary is the one line it prints, once it has read to the end.
+    let rest = catch_up.wait_for_line("{", STUCK_AFTER);
     let summary: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("catch-up prints its summary as JSON");
+        serde_json::from_str(&format!("{{{rest}")).expect("catch-up prints its summary as JSON");
     assert_eq!(summary["samples"], produced, "{summary}");
 }
