@@ -13,6 +13,7 @@
 mod avro;
 
 pub mod billing;
+pub mod by_name;
 pub mod chunked;
 pub mod error;
 pub mod events;

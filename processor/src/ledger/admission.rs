@@ -10,6 +10,7 @@ use gpuledger_schemas::{Event, EventBody, Text};
 use super::decide::Decisions;
 use super::decided::Lookup;
 use super::{Ge, Hold, Ledger, Records, budgets};
+use gpuledger_schemas::by_name::same_text;
 
 /// The reasons an admission gives when no budget is spent.
 #[derive(Debug, Clone, Copy)]
@@ -102,12 +103,14 @@ pub(crate) fn request(
             r.job_id, r.attempt
         ));
     }
-    let known_tenant = live
-        .attempt
-        .map(|a| &*a.tenant)
-        .or_else(|| records.ended.get(&r.pool, key));
+    let ended_tenant = match live.attempt {
+        Some(_) => None,
+        None => records.ended.get(&r.pool, key),
+    };
+    let after_end = ended_tenant.is_some();
+    let known_tenant = live.attempt.map(|a| &*a.tenant).or(ended_tenant);
     if let Some(tenant) = known_tenant
-        && tenant != r.tenant
+        && !same_text(tenant, &r.tenant)
     {
         return Err(format!(
             "tenant {:?} differs from job {:?} attempt {}'s tenant {tenant:?}",
@@ -214,6 +217,7 @@ pub(crate) fn request(
             kind,
             admitted_seq: seq,
             expires_at: Some(now.plus_micros(hold_ttl)),
+            after_end,
         },
     );
     ledger.take_admission_seq();

@@ -165,6 +165,16 @@ impl<V> ByAttempt<V> {
         })
     }
 
+    /// Every entry, to change its value, in no particular order.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (AttemptKey<'_>, &mut V)> {
+        self.0.iter_mut().flat_map(|(job, attempts)| {
+            attempts
+                .as_mut_slice()
+                .iter_mut()
+                .map(move |(attempt, v)| ((job, *attempt), v))
+        })
+    }
+
     /// Every value, in no particular order.
     pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
         self.0

@@ -10,6 +10,8 @@ use std::sync::Arc;
 use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
 
+use gpuledger_schemas::by_name::same_text;
+
 /// Values by text key, in no order.
 #[derive(Debug, Clone)]
 pub(crate) struct ByText<V>(HashTable<Entry<V>>);
@@ -38,7 +40,7 @@ impl<V> Entry<V> {
     /// beside the entry, is compared first, so a key on the heap is read
     /// only where it is nearly sure to match.
     fn is(&self, hash: u64, key: &str) -> bool {
-        self.hash == hash && *self.key == *key
+        self.hash == hash && same_text(&self.key, key)
     }
 }
 
@@ -130,6 +132,11 @@ impl<V> ByText<V> {
     }
 
     /// Every value, in no order.
+    /// Every entry, to change its value, in no particular order.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut V)> {
+        self.0.iter_mut().map(|e| (&*e.key, &mut e.value))
+    }
+
     pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
         self.0.iter().map(|e| &e.value)
     }

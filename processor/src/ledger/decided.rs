@@ -10,7 +10,6 @@
 //! A decision whose envelope does not follow the form the state machine
 //! gives its own decisions (a snapshot from another build) is kept whole.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -21,12 +20,13 @@ use gpuledger_schemas::{Envelope, Event, EventBody, Rational, Text, Timestamp};
 
 use super::decide::{self, SOURCE};
 use super::text_ids::{Absent, TextId, TextIds, TextList};
+use gpuledger_schemas::by_name::{ByName, same_text};
 
 /// Decided admission requests by pool, then request_id. A snapshot stores
 /// a list of ((pool, request_id), decision event) pairs.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Decided {
-    by_pool: BTreeMap<String, PoolDecided>,
+    by_pool: ByName<PoolDecided>,
     /// Cluster, tenant and reason texts, numbered once for every pool.
     texts: FieldTexts,
     /// Job and cause event ids, one after another.
@@ -60,7 +60,7 @@ impl FieldTexts {
     fn intern(&mut self, field: Field, text: &str) -> TextId {
         let recent = &mut self.recent[field as usize];
         for &(id, len) in recent.iter().flatten() {
-            if len == text.len() && self.ids.get(id) == text {
+            if len == text.len() && same_text(self.ids.get(id), text) {
                 return id;
             }
         }
@@ -161,10 +161,7 @@ impl Decided {
     /// request id there.
     fn keep_in(&mut self, pool: &str, kept: Kept, number: impl FnOnce(&mut TextIds) -> TextId) {
         // Looked up once where the pool is known, which is nearly always.
-        let requests = match self.by_pool.get_mut(pool) {
-            Some(requests) => requests,
-            None => self.by_pool.entry(pool.to_owned()).or_default(),
-        };
+        let requests = self.by_pool.get_or_insert_with(pool, PoolDecided::default);
         let id = number(&mut requests.requests) as usize;
         if id == requests.kept.len() {
             requests.kept.push(kept);
@@ -375,7 +372,7 @@ mod tests {
             let original = decision(id, source);
             let mut decided = Decided::default();
             decided.insert("p", "r1", &original);
-            let requests = &decided.by_pool["p"];
+            let requests = decided.by_pool.get("p").expect("the pool's requests");
             let kept = &requests.kept[requests.requests.find("r1").unwrap() as usize];
             assert_eq!(
                 matches!(kept, Kept::Compact(_)),

@@ -10,7 +10,7 @@
 //! when they were kept apart; the sums and the expiry order are rebuilt
 //! when it is read.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use gpuledger_schemas::Timestamp;
@@ -21,6 +21,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::by_attempt::{AttemptKey, ByAttempt};
 use super::few::Few;
 use super::{Attempt, Ge, Hold};
+use gpuledger_schemas::by_name::ByName;
 
 /// One tenant's Σ GE of holds, by kind.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -79,7 +80,7 @@ pub(crate) struct Live {
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Sums {
     /// By tenant and kind; a tenant whose sums are all zero is removed.
-    use_by: BTreeMap<String, KindSums>,
+    use_by: ByName<KindSums>,
     total: Ge,
     burst: Ge,
 }
@@ -97,6 +98,16 @@ impl Live {
 
     pub(crate) fn get(&self, key: AttemptKey<'_>) -> Option<&Hold> {
         self.by_attempt.get(key)?.hold.as_ref()
+    }
+
+    /// Tells each hold whether its attempt had ended, as `ended` says
+    /// ([`Hold::after_end`], which a snapshot does not store).
+    pub(crate) fn note_ended(&mut self, ended: impl Fn(AttemptKey<'_>) -> bool) {
+        for (key, record) in self.by_attempt.iter_mut() {
+            if let Some(hold) = &mut record.hold {
+                hold.after_end = ended(key);
+            }
+        }
     }
 
     pub(crate) fn contains(&self, key: AttemptKey<'_>) -> bool {
@@ -298,13 +309,12 @@ impl Sums {
         if hold.kind == HoldKind::Burst {
             change(&mut self.burst);
         }
-        let sums = match self.use_by.get_mut(&*hold.tenant) {
-            Some(sums) => sums,
-            None => self.use_by.entry(hold.tenant.to_string()).or_default(),
-        };
+        let sums = self
+            .use_by
+            .get_or_insert_with(&hold.tenant, KindSums::default);
         change(sums.of(hold.kind));
         if sums.is_zero() {
-            self.use_by.remove(&*hold.tenant);
+            self.use_by.remove(&hold.tenant);
         }
     }
 }
@@ -426,6 +436,7 @@ mod tests {
             kind: HoldKind::Quota,
             admitted_seq: 1,
             expires_at: Some(Timestamp::from_micros(expires_at)),
+            after_end: false,
         }
     }
 

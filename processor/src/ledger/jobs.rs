@@ -11,6 +11,7 @@ use gpuledger_schemas::billing::UseKind;
 use super::by_attempt::{AttemptKey, Named};
 use super::decide::Decisions;
 use super::{Attempt, AttemptPhase, Ge, Ledger, Records, segments};
+use gpuledger_schemas::by_name::same_text;
 
 pub(crate) fn apply(
     ledger: &mut Ledger,
@@ -25,14 +26,16 @@ pub(crate) fn apply(
     let found = pool.live.find(key);
     let live = found.attempt;
     // An attempt that ended left the live state: only one not live may be
-    // among the ended.
-    let ended_tenant = match live {
-        Some(_) => None,
-        None => records.ended.get(&e.pool, key),
+    // among the ended, and one with a hold only if it was admitted after
+    // its end.
+    let ended_tenant = match (live, found.hold) {
+        (Some(_), _) => None,
+        (None, Some(hold)) if !hold.after_end => None,
+        (None, _) => records.ended.get(&e.pool, key),
     };
     let known_tenant = live.map(|a| &*a.tenant).or(ended_tenant);
     if let Some(tenant) = known_tenant
-        && tenant != e.tenant
+        && !same_text(tenant, &e.tenant)
     {
         return Err(format!(
             "tenant {:?} differs from {label}'s tenant {tenant:?}",
@@ -40,7 +43,7 @@ pub(crate) fn apply(
         ));
     }
     if let Some(hold) = found.hold
-        && *hold.tenant != *e.tenant
+        && !same_text(&hold.tenant, &e.tenant)
     {
         return Err(format!(
             "tenant {:?} differs from {label}'s admission for {:?}",
@@ -198,4 +201,40 @@ pub(crate) fn apply(
 fn end(attempt: Option<&Attempt>, key: AttemptKey<'_>, e: &JobEvent, records: &mut Records) {
     let tenant = attempt.map_or(e.tenant.as_str(), |a| &a.tenant);
     records.ended.insert(&e.pool, key, tenant);
+}
+
+#[cfg(test)]
+mod tests {
+    use gpuledger_schemas::Event;
+
+    use super::super::tests::{rejections, run};
+    use super::super::tests_support::{T0, admit, base, job};
+    use super::super::{Ledger, LedgerConfig, Outcome, Position};
+
+    #[test]
+    fn an_attempt_admitted_after_its_end_cannot_start_also_after_a_snapshot() {
+        let mut lines = base();
+        lines.push(admit("a1", "team-a", "ja", 1, 1, T0));
+        lines.push(job("ja", "team-a", "started", T0));
+        lines.push(job("ja", "team-a", "completed", "2026-11-02T00:01:00Z"));
+        // Admitted (DESIGN §4 does not refuse it), and held.
+        lines.push(admit("a2", "team-a", "ja", 1, 1, "2026-11-02T00:02:00Z"));
+        let start = job("ja", "team-a", "started", "2026-11-02T00:03:00Z");
+        let mut ledger = Ledger::new(LedgerConfig::default());
+        assert_eq!(rejections(&run(&mut ledger, &lines)), Vec::<String>::new());
+        assert!(ledger.pools.get("p").unwrap().live.get(("ja", 1)).is_some());
+
+        let restored = Ledger::from_snapshot(&ledger.to_snapshot()).unwrap();
+        for mut ledger in [ledger, restored] {
+            let event = Event::from_json_str(&start).unwrap();
+            let at = Position {
+                partition: 0,
+                offset: lines.len() as i64,
+            };
+            let Outcome::Rejected { reason } = ledger.apply(at, &event) else {
+                panic!("a start after the end was applied");
+            };
+            assert!(reason.contains("already ended"), "{reason}");
+        }
+    }
 }

@@ -43,6 +43,8 @@ use gpuledger_schemas::events::HoldKind;
 use gpuledger_schemas::{Event, EventBody, Text, Timestamp};
 use serde::{Deserialize, Serialize};
 
+use gpuledger_schemas::by_name::same_text;
+
 pub use ge::Ge;
 pub use views::{TenantInPool, Window};
 
@@ -115,6 +117,13 @@ pub(crate) struct Hold {
     /// Admission order, for "oldest admission first".
     pub(crate) admitted_seq: u64,
     pub(crate) expires_at: Option<Timestamp>,
+    /// Whether its attempt had ended when it was admitted (DESIGN §4 lets
+    /// an admission come after the end; the attempt then cannot start).
+    /// While the hold lasts, the attempt cannot end: so its `started`
+    /// needs no lookup among the ended attempts to know. Not stored: a
+    /// snapshot read back works it out again from those attempts.
+    #[serde(skip)]
+    pub(crate) after_end: bool,
 }
 
 /// Where an attempt is in its life.
@@ -271,7 +280,14 @@ impl Ledger {
 
     /// Restores a state written by [`Ledger::to_snapshot`].
     pub fn from_snapshot(text: &str) -> Result<Ledger, String> {
-        serde_json::from_str(text).map_err(|e| format!("ledger snapshot does not read back: {e}"))
+        let mut ledger: Ledger = serde_json::from_str(text)
+            .map_err(|e| format!("ledger snapshot does not read back: {e}"))?;
+        let ended = &ledger.records.ended;
+        for pool in ledger.pools.values_mut() {
+            let name = &pool.name;
+            pool.live.note_ended(|key| ended.get(name, key).is_some());
+        }
+        Ok(ledger)
     }
 
     /// The pools this partition has seen, by name.
@@ -409,7 +425,7 @@ impl Ledger {
             }
             EventBody::TenantPolicy(e) => {
                 let pool = pool_in(&mut self.pools, &e.pool)?;
-                pool.policies.insert(e.tenant.clone(), e.clone());
+                pool.policies.insert(&e.tenant, e.clone());
                 // A budget may have come or gone: look at every tenant.
                 self.budget_watch.forget_quiet();
                 let nominal = pool.policies.nominal_total().clone();
@@ -530,7 +546,7 @@ impl Pool {
     pub(crate) fn active_reserved(&self, tenant: &str, at: Timestamp) -> Ge {
         self.reservations
             .values()
-            .filter(|r| r.tenant == tenant && r.active_at(at))
+            .filter(|r| same_text(&r.tenant, tenant) && r.active_at(at))
             .map(|r| r.ge.clone())
             .sum()
     }

@@ -9,12 +9,13 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use gpuledger_schemas::events::TenantPolicy;
 
 use super::Ge;
+use gpuledger_schemas::by_name::ByName;
 
 /// Each tenant's policy in one pool. A snapshot stores the policies alone
 /// (tenant → policy); the GE amounts are worked out again on restore.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Policies {
-    by_tenant: BTreeMap<String, Policy>,
+    by_tenant: ByName<Policy>,
     /// Σ nominal GE over every tenant.
     nominal_total: Ge,
 }
@@ -38,7 +39,7 @@ impl Policy {
 
 impl Policies {
     /// Sets `tenant`'s policy, replacing the one before.
-    pub(crate) fn insert(&mut self, tenant: String, policy: TenantPolicy) {
+    pub(crate) fn insert(&mut self, tenant: &str, policy: TenantPolicy) {
         self.by_tenant.insert(tenant, Policy::of(policy));
         self.nominal_total = self.by_tenant.values().map(|p| p.nominal.clone()).sum();
     }
@@ -84,7 +85,7 @@ impl PartialEq for Policies {
             && self
                 .by_tenant
                 .iter()
-                .zip(&other.by_tenant)
+                .zip(other.by_tenant.iter())
                 .all(|((a, pa), (b, pb))| a == b && pa.event == pb.event)
     }
 }
@@ -99,7 +100,7 @@ impl<'de> Deserialize<'de> for Policies {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut policies = Policies::default();
         for (tenant, policy) in BTreeMap::<String, TenantPolicy>::deserialize(d)? {
-            policies.insert(tenant, policy);
+            policies.insert(&tenant, policy);
         }
         Ok(policies)
     }
@@ -121,9 +122,9 @@ mod tests {
     #[test]
     fn amounts_follow_the_policy_in_force_and_survive_a_snapshot() {
         let mut p = Policies::default();
-        p.insert("a".into(), policy("a", "1.5", "2"));
-        p.insert("b".into(), policy("b", "0.25", "0"));
-        p.insert("a".into(), policy("a", "3", "1"));
+        p.insert("a", policy("a", "1.5", "2"));
+        p.insert("b", policy("b", "0.25", "0"));
+        p.insert("a", policy("a", "3", "1"));
         let ge = |d: &str| Ge::from_decimal(&d.parse::<Decimal>().unwrap());
         assert_eq!(p.ge("a"), (ge("3"), ge("1")));
         assert_eq!(p.ge("c"), (Ge::zero(), Ge::zero()));

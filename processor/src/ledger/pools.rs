@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::Pool;
+use gpuledger_schemas::by_name::same_text;
 
 /// Pools in name order, each named by its `name`.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -28,7 +29,7 @@ impl Pools {
 
     fn find(&self, name: &str) -> Option<usize> {
         if self.0.len() <= FEW {
-            self.0.iter().position(|p| same_name(&p.name, name))
+            self.0.iter().position(|p| same_text(&p.name, name))
         } else {
             self.place(name).ok()
         }
@@ -59,6 +60,11 @@ impl Pools {
         self.0.iter()
     }
 
+    /// The pools in name order, to change.
+    pub(crate) fn values_mut(&mut self) -> std::slice::IterMut<'_, Pool> {
+        self.0.iter_mut()
+    }
+
     /// The pools' names in order.
     pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
         self.0.iter().map(|p| &*p.name)
@@ -68,12 +74,6 @@ impl Pools {
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &Pool)> {
         self.0.iter().map(|p| (&*p.name, p))
     }
-}
-
-/// Whether two pool names are equal, compared byte by byte: a pool's name
-/// is short, and a call to compare memory costs more than the comparing.
-fn same_name(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x == y)
 }
 
 impl Serialize for Pools {

@@ -4,8 +4,6 @@
 //! These grow with the ledger, so they are read by borrowed names, and
 //! they stay out of the copy an event is tried on.
 
-use std::collections::BTreeMap;
-
 use gpuledger_schemas::billing::Facts;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -14,6 +12,7 @@ use rustc_hash::FxHashMap;
 use super::by_attempt::AttemptKey;
 use super::decided::Decided;
 use super::text_ids::{TextId, TextIds};
+use gpuledger_schemas::by_name::ByName;
 
 /// The parts of the state that grow with the ledger, or change only once
 /// an event is known to apply. Each is changed only at the end of a
@@ -70,7 +69,7 @@ impl PartialEq for Spare {
 /// attempt of the same job (a retry) in a hash map. A snapshot stores a
 /// list of ((pool, job, attempt), tenant) pairs in key order.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Ended(BTreeMap<String, PoolEnded>);
+pub(crate) struct Ended(ByName<PoolEnded>);
 
 #[derive(Debug, Clone, Default)]
 struct PoolEnded {
@@ -147,10 +146,7 @@ impl Ended {
     }
 
     pub(crate) fn insert(&mut self, pool: &str, key: AttemptKey<'_>, tenant: &str) {
-        let attempts = match self.0.get_mut(pool) {
-            Some(attempts) => attempts,
-            None => self.0.entry(pool.to_owned()).or_default(),
-        };
+        let attempts = self.0.get_or_insert_with(pool, PoolEnded::default);
         attempts.insert(key, tenant);
     }
 }

@@ -12,6 +12,8 @@ use std::hash::BuildHasher;
 use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
 
+use gpuledger_schemas::by_name::same_text;
+
 /// A text's number in its table: 0 for the first kept, then 1, 2, ...
 pub(crate) type TextId = u32;
 
@@ -70,7 +72,7 @@ impl TextIds {
     fn find_hashed(&self, hash: u32, text: &str) -> Option<TextId> {
         self.index
             .find(spread(hash), |s| {
-                s.hash == hash && self.list.get(s.id) == text
+                s.hash == hash && same_text(self.list.get(s.id), text)
             })
             .map(|s| s.id)
     }

@@ -12,6 +12,7 @@ use gpuledger_schemas::pricing::RateKind;
 use gpuledger_schemas::{Event, EventBody, Rational, Text, Timestamp};
 
 use super::by_text::ByText;
+use gpuledger_schemas::by_name::same_text;
 
 /// Each budgeted tenant's watch, by tenant and pool: looked up by
 /// borrowed names for every billing segment that opens or closes, and
@@ -41,12 +42,18 @@ impl Watches {
     /// `tenant`'s watch in `pool`, if one is kept.
     pub(crate) fn get(&self, pool: &str, tenant: &str) -> Option<&Watch> {
         let pools = self.by_tenant.get(tenant)?;
-        pools.iter().find(|(p, _)| p == pool).map(|(_, w)| w)
+        pools
+            .iter()
+            .find(|(p, _)| same_text(p, pool))
+            .map(|(_, w)| w)
     }
 
     fn get_mut(&mut self, pool: &str, tenant: &str) -> Option<&mut Watch> {
         let pools = self.by_tenant.get_mut(tenant)?;
-        pools.iter_mut().find(|(p, _)| p == pool).map(|(_, w)| w)
+        pools
+            .iter_mut()
+            .find(|(p, _)| same_text(p, pool))
+            .map(|(_, w)| w)
     }
 
     /// Keeps `watch` for `tenant` in `pool`, or forgets it (`None`).
@@ -55,7 +62,7 @@ impl Watches {
             Some(watch) => {
                 self.lower_quiet(watch.until);
                 let pools = self.by_tenant.get_or_insert_with(tenant, Vec::new);
-                match pools.iter_mut().find(|(p, _)| p == pool) {
+                match pools.iter_mut().find(|(p, _)| same_text(p, pool)) {
                     Some((_, kept)) => *kept = watch,
                     None => pools.push((pool.to_owned(), watch)),
                 }

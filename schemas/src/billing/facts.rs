@@ -12,6 +12,8 @@ use crate::pricing::{GpuUsage, PriceBooks, RateKind};
 use crate::time::Timestamp;
 use crate::{Event, EventBody};
 
+use crate::by_name::ByName;
+
 use super::BillingError;
 use super::segments::Segments;
 
@@ -186,7 +188,7 @@ pub struct DeviceHour {
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Facts {
     books: PriceBooks,
-    pools: BTreeMap<String, PoolFacts>,
+    pools: ByName<PoolFacts>,
     usage: Vec<UsageRecord>,
     /// Tenants with a policy, and since when.
     tenants: BTreeMap<String, Timestamp>,
@@ -247,14 +249,14 @@ impl Facts {
     }
 
     fn inventory(&mut self, inv: &NodeInventory, at: Timestamp) {
-        let pool = self.pools.entry(inv.pool.clone()).or_default();
+        let pool = self.pools.get_or_insert_with(&inv.pool, PoolFacts::default);
         let i = pool.inventory.partition_point(|(t, _, _)| *t <= at);
         pool.inventory
             .insert(i, (at, inv.node.clone(), inv.devices.clone()));
     }
 
     fn health(&mut self, h: &DeviceHealth, at: Timestamp) {
-        let pool = self.pools.entry(h.pool.clone()).or_default();
+        let pool = self.pools.get_or_insert_with(&h.pool, PoolFacts::default);
         let changes = pool.health.entry(h.device_uuid.clone()).or_default();
         let i = changes.partition_point(|(t, _)| *t <= at);
         changes.insert(i, (at, h.state));
@@ -263,7 +265,7 @@ impl Facts {
     /// A `ReservationDecision`: `confirmed` opens a window, `cancelled` ends
     /// it at the decision's time.
     fn reservation(&mut self, d: &ReservationDecision, at: Timestamp) {
-        let pool = self.pools.entry(d.pool.to_string()).or_default();
+        let pool = self.pools.get_or_insert_with(&d.pool, PoolFacts::default);
         match d.decision {
             ReservationOutcome::Confirmed => {
                 pool.reservations.insert(
@@ -289,7 +291,10 @@ impl Facts {
     /// Notes that `pool` has samples from `first` to `last`: its
     /// statements then carry `idle_allocated`.
     pub fn sampled(&mut self, pool: &str, first: Timestamp, last: Timestamp) {
-        let t = &mut self.pools.entry(pool.to_owned()).or_default().telemetry;
+        let t = &mut self
+            .pools
+            .get_or_insert_with(pool, PoolFacts::default)
+            .telemetry;
         t.span = Some(match t.span {
             Some((a, b)) => (a.min(first), b.max(last)),
             None => (first, last),
@@ -298,20 +303,20 @@ impl Facts {
 
     /// Takes in the energy one sample's interval used.
     pub fn energy(&mut self, pool: &str, used: EnergyUse) {
-        let pool = self.pools.entry(pool.to_owned()).or_default();
+        let pool = self.pools.get_or_insert_with(pool, PoolFacts::default);
         pool.telemetry.energy.push(used);
     }
 
     /// Takes in one device-hour of rolled-up samples (one that
     /// [`Holders::settles_whole`](super::Holders::settles_whole) accepted).
     pub fn device_hour(&mut self, pool: &str, hour: DeviceHour) {
-        let pool = self.pools.entry(pool.to_owned()).or_default();
+        let pool = self.pools.get_or_insert_with(pool, PoolFacts::default);
         pool.telemetry.hours.push(hour);
     }
 
     /// Takes in one idle stretch of a device.
     pub fn idle(&mut self, pool: &str, stretch: IdleStretch) {
-        let pool = self.pools.entry(pool.to_owned()).or_default();
+        let pool = self.pools.get_or_insert_with(pool, PoolFacts::default);
         pool.telemetry.idle.push(stretch);
     }
 
@@ -319,10 +324,9 @@ impl Facts {
     /// row of the same segment; an open row never replaces a closed one.
     pub fn segment(&mut self, segment: impl Into<Arc<Segment>>) {
         let segment = segment.into();
-        let pool = match self.pools.get_mut(&*segment.pool) {
-            Some(pool) => pool,
-            None => self.pools.entry(segment.pool.to_string()).or_default(),
-        };
+        let pool = self
+            .pools
+            .get_or_insert_with(&segment.pool, PoolFacts::default);
         pool.segments.insert(segment);
     }
 
@@ -364,7 +368,7 @@ impl Facts {
 
     /// Every pool with inventory or segments.
     pub fn pools(&self) -> Vec<String> {
-        self.pools.keys().cloned().collect()
+        self.pools.keys().map(str::to_owned).collect()
     }
 
     pub(super) fn pool(&self, name: &str) -> Option<&PoolFacts> {

@@ -23,6 +23,7 @@ use hashbrown::hash_table::Entry;
 use rustc_hash::FxBuildHasher;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::by_name::ByName;
 use crate::chunked::Chunked;
 use crate::exact::Rational;
 use crate::pricing::StatementLine;
@@ -364,16 +365,15 @@ impl Clone for TenantRows {
 /// (budgets) read only that tenant's rows. A snapshot stores the segments
 /// as a list.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Segments(BTreeMap<String, TenantRows>);
+pub(super) struct Segments(ByName<TenantRows>);
 
 impl Segments {
     /// Takes in one row of `allocations`. A closed row replaces the open
     /// row of the same segment; an open row never replaces a closed one.
     pub(super) fn insert(&mut self, segment: Arc<Segment>) {
-        let tenant = match self.0.get_mut(&*segment.tenant) {
-            Some(tenant) => tenant,
-            None => self.0.entry(segment.tenant.to_string()).or_default(),
-        };
+        let tenant = self
+            .0
+            .get_or_insert_with(&segment.tenant, TenantRows::default);
         tenant.insert(segment);
     }
 
