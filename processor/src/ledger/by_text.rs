@@ -131,12 +131,12 @@ impl<V> ByText<V> {
         self.0.iter().map(|e| (&*e.key, &e.value))
     }
 
-    /// Every value, in no order.
     /// Every entry, to change its value, in no particular order.
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut V)> {
         self.0.iter_mut().map(|e| (&*e.key, &mut e.value))
     }
 
+    /// Every value, in no order.
     pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
         self.0.iter().map(|e| &e.value)
     }

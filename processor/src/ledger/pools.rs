@@ -1,78 +1,58 @@
 //! The pools of one ledger partition, by name.
 //!
 //! A partition holds a handful of pools, and every event looks one up by
-//! name while the timers look at all of them: so they are kept in a list
-//! in name order, found by a binary search of their names, and walked as
-//! a slice. A snapshot stores them as a map by name, as before.
+//! name while the timers look at all of them: so they are a
+//! [`ByName`] (a list in name order, found by comparing names while
+//! there are few). A snapshot stores them as a map by name, as before.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::Pool;
-use gpuledger_schemas::by_name::same_text;
+use gpuledger_schemas::by_name::ByName;
 
-/// Pools in name order, each named by its `name`.
+/// Pools in name order, each under its `name`.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Pools(Vec<Pool>);
-
-/// Up to this many pools, one is found by comparing names for equality
-/// one after another, which for a few short names is cheaper than
-/// ordering them.
-const FEW: usize = 8;
+pub(crate) struct Pools(ByName<Pool>);
 
 impl Pools {
-    /// Where the pool `name` is, or would go in name order.
-    fn place(&self, name: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|p| (*p.name).cmp(name))
-    }
-
-    fn find(&self, name: &str) -> Option<usize> {
-        if self.0.len() <= FEW {
-            self.0.iter().position(|p| same_text(&p.name, name))
-        } else {
-            self.place(name).ok()
-        }
-    }
-
     pub(crate) fn get(&self, name: &str) -> Option<&Pool> {
-        self.find(name).map(|i| &self.0[i])
+        self.0.get(name)
     }
 
     pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut Pool> {
-        self.find(name).map(|i| &mut self.0[i])
+        self.0.get_mut(name)
     }
 
     pub(crate) fn contains_key(&self, name: &str) -> bool {
-        self.find(name).is_some()
+        self.0.contains_key(name)
     }
 
     /// Adds `pool` under its name, replacing any pool of that name.
     pub(crate) fn insert(&mut self, pool: Pool) {
-        match self.place(&pool.name) {
-            Ok(i) => self.0[i] = pool,
-            Err(i) => self.0.insert(i, pool),
-        }
+        let name = pool.name.clone();
+        self.0.insert(&name, pool);
     }
 
     /// The pools in name order.
-    pub(crate) fn values(&self) -> std::slice::Iter<'_, Pool> {
-        self.0.iter()
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Pool> {
+        self.0.values()
     }
 
     /// The pools in name order, to change.
-    pub(crate) fn values_mut(&mut self) -> std::slice::IterMut<'_, Pool> {
-        self.0.iter_mut()
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut Pool> {
+        self.0.values_mut()
     }
 
     /// The pools' names in order.
     pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|p| &*p.name)
+        self.0.keys()
     }
 
     /// (name, pool) in name order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &Pool)> {
-        self.0.iter().map(|p| (&*p.name, p))
+        self.0.iter()
     }
 }
 
@@ -85,16 +65,14 @@ impl Serialize for Pools {
 /// Each pool is told its name, which the snapshot gives as its key.
 impl<'de> Deserialize<'de> for Pools {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let pools = BTreeMap::<String, Pool>::deserialize(d)?;
-        Ok(Pools(
-            pools
-                .into_iter()
-                .map(|(name, pool)| Pool {
-                    name: name.as_str().into(),
-                    ..pool
-                })
-                .collect(),
-        ))
+        let mut pools = Pools::default();
+        for (name, pool) in BTreeMap::<String, Pool>::deserialize(d)? {
+            pools.insert(Pool {
+                name: name.as_str().into(),
+                ..pool
+            });
+        }
+        Ok(pools)
     }
 }
 
@@ -121,7 +99,7 @@ mod tests {
         assert!(pools.get_mut("l4").is_none());
         // Replacing keeps one pool of the name.
         pools.insert(pool("a100"));
-        assert_eq!(pools.values().len(), 3);
+        assert_eq!(pools.values().count(), 3);
 
         let text = serde_json::to_string(&pools).expect("serializes");
         assert!(text.starts_with(r#"{"a100":"#), "{text}");
