@@ -18,7 +18,7 @@ use gpuledger_common::shutdown::Shutdown;
 use gpuledger_schemas::{Event, Timestamp};
 
 use crate::attribution::{Attributor, PodDirectory, PodLogs, TenantMap};
-use crate::jobs_api::{self, Origin, Submission};
+use crate::jobs_api::{self, JobsToken, Origin, Submission};
 use crate::metrics;
 use crate::nvml::fake::FakeNvml;
 use crate::nvml::real::RealNvml;
@@ -135,6 +135,37 @@ pub struct RunArgs {
         default_value = "127.0.0.1:9400"
     )]
     pub listen: std::net::SocketAddr,
+
+    /// Address of the job endpoint (`/v1/jobs/start|end`) for this node's
+    /// hooks and job wrappers, or `off`. Anywhere but a loopback address it
+    /// needs `--jobs-token`.
+    #[arg(
+        long,
+        env = "GPULEDGER_COLLECTOR_JOBS_LISTEN",
+        default_value = "127.0.0.1:9401"
+    )]
+    pub jobs_listen: JobsListen,
+
+    /// The bearer token the job endpoint requires (required when it is
+    /// bound to a non-loopback address).
+    #[arg(long, env = "GPULEDGER_COLLECTOR_JOBS_TOKEN", hide_env_values = true)]
+    pub jobs_token: Option<JobsToken>,
+}
+
+/// `--jobs-listen`: an address, or `off`.
+#[derive(Debug, Clone, Copy)]
+pub struct JobsListen(pub Option<std::net::SocketAddr>);
+
+impl std::str::FromStr for JobsListen {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "off" {
+            return Ok(JobsListen(None));
+        }
+        s.parse()
+            .map(|a| JobsListen(Some(a)))
+            .map_err(|e| format!("{s:?} is neither an address (127.0.0.1:9401) nor `off`: {e}"))
+    }
 }
 
 /// Events handed to librdkafka at most at once; the rest wait in the spool.
@@ -300,10 +331,28 @@ pub async fn run(args: &RunArgs, mut shutdown: Shutdown) -> Result<u64, AgentErr
     let addr = listener
         .local_addr()
         .map_err(|e| AgentError::Config(e.to_string()))?;
+    let jobs_listener = match args.jobs_listen.0 {
+        Some(at) => {
+            if !at.ip().is_loopback() && args.jobs_token.is_none() {
+                return Err(AgentError::Config(format!(
+                    "the job endpoint on {at} is reachable from other hosts: give it a token \
+                     (--jobs-token or GPULEDGER_COLLECTOR_JOBS_TOKEN), or bind it to 127.0.0.1"
+                )));
+            }
+            Some(tokio::net::TcpListener::bind(at).await.map_err(|e| {
+                AgentError::Config(format!("cannot listen on {at} (--jobs-listen): {e}"))
+            })?)
+        }
+        None => None,
+    };
     {
-        // The first stdout line is the address, for scripts and tests.
+        // The first stdout line is the metrics address, the second the job
+        // endpoint's, for scripts and tests.
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "metrics listening on http://{addr}");
+        if let Some(jobs) = jobs_listener.as_ref().and_then(|l| l.local_addr().ok()) {
+            let _ = writeln!(out, "jobs listening on http://{jobs}");
+        }
         let _ = out.flush();
     }
     // Job events posted to the endpoint wait here for the loop to spool them.
@@ -314,12 +363,19 @@ pub async fn run(args: &RunArgs, mut shutdown: Shutdown) -> Result<u64, AgentErr
         node: ctx.node.clone(),
         source: ctx.source.clone(),
     };
-    let routes = metrics::router().merge(jobs_api::router(origin, jobs));
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, routes).await {
+        if let Err(e) = axum::serve(listener, metrics::router()).await {
             tracing::error!(error = %e, "metrics endpoint stopped");
         }
     });
+    if let Some(jobs_listener) = jobs_listener {
+        let routes = jobs_api::router(origin, jobs, args.jobs_token.clone());
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(jobs_listener, routes).await {
+                tracing::error!(error = %e, "job endpoint stopped");
+            }
+        });
+    }
     let mut interval = tokio::time::interval(Duration::from_millis(args.interval_ms as u64));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut delivery = Delivery::default();

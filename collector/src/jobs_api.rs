@@ -1,5 +1,6 @@
-//! The node's job endpoint, on the collector's `--listen` address
-//! (localhost by default): `POST /v1/jobs/start` and `POST /v1/jobs/end`
+//! The node's job endpoint, on the collector's `--jobs-listen` address
+//! (127.0.0.1:9401 by default; bound anywhere else it requires
+//! `--jobs-token` as a bearer token): `POST /v1/jobs/start` and `POST /v1/jobs/end`
 //! take a JSON body (whatever content type is named) with the fields of `gpuledger-collector job start|end`,
 //! for job wrappers and hooks that would rather speak HTTP than run a
 //! process. The collector fills in the pool, cluster, node and source. The
@@ -13,7 +14,7 @@ use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use gpuledger_schemas::{Decimal, Event, Timestamp};
@@ -35,9 +36,54 @@ pub struct Origin {
     pub source: String,
 }
 
+/// The bearer token the job endpoint requires. Its `Debug` shows nothing
+/// of it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct JobsToken(String);
+
+impl std::str::FromStr for JobsToken {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.len() < 8 {
+            return Err("the job endpoint's token must be at least 8 characters".to_owned());
+        }
+        Ok(JobsToken(s.to_owned()))
+    }
+}
+
+impl std::fmt::Debug for JobsToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JobsToken(…)")
+    }
+}
+
 struct Endpoint {
     origin: Origin,
     spool: mpsc::Sender<Submission>,
+    token: Option<JobsToken>,
+}
+
+impl Endpoint {
+    /// Whether `headers` carry the token, when one is required.
+    fn admits(&self, headers: &HeaderMap) -> bool {
+        let Some(JobsToken(token)) = &self.token else {
+            return true;
+        };
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .unwrap_or_default();
+        gpuledger_common::auth::same_secret(given.as_bytes(), token.as_bytes())
+    }
+}
+
+fn unauthorized() -> Response {
+    refuse(
+        StatusCode::UNAUTHORIZED,
+        "the job endpoint needs its bearer token (Authorization: Bearer …)",
+    )
 }
 
 fn first_attempt() -> i32 {
@@ -77,12 +123,17 @@ struct EndRequest {
     reason: Option<String>,
 }
 
-/// The routes, handing events to `spool`.
-pub fn router(origin: Origin, spool: mpsc::Sender<Submission>) -> Router {
+/// The routes, handing events to `spool`; with `token`, only to callers
+/// that give it.
+pub fn router(origin: Origin, spool: mpsc::Sender<Submission>, token: Option<JobsToken>) -> Router {
     Router::new()
         .route("/v1/jobs/start", post(start))
         .route("/v1/jobs/end", post(end))
-        .with_state(Arc::new(Endpoint { origin, spool }))
+        .with_state(Arc::new(Endpoint {
+            origin,
+            spool,
+            token,
+        }))
 }
 
 fn refuse(status: StatusCode, error: impl std::fmt::Display) -> Response {
@@ -141,7 +192,10 @@ fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, String> {
     serde_json::from_slice(body).map_err(|e| format!("body: {e}"))
 }
 
-async fn start(State(endpoint): State<Arc<Endpoint>>, body: Bytes) -> Response {
+async fn start(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap, body: Bytes) -> Response {
+    if !endpoint.admits(&headers) {
+        return unauthorized();
+    }
     let r: StartRequest = match parse(&body) {
         Ok(r) => r,
         Err(e) => return refuse(StatusCode::BAD_REQUEST, e),
@@ -161,7 +215,10 @@ async fn start(State(endpoint): State<Arc<Endpoint>>, body: Bytes) -> Response {
     endpoint.submit(start_event(&job, &start)).await
 }
 
-async fn end(State(endpoint): State<Arc<Endpoint>>, body: Bytes) -> Response {
+async fn end(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap, body: Bytes) -> Response {
+    if !endpoint.admits(&headers) {
+        return unauthorized();
+    }
     let r: EndRequest = match parse(&body) {
         Ok(r) => r,
         Err(e) => return refuse(StatusCode::BAD_REQUEST, e),

@@ -10,10 +10,13 @@
 //!   atomically (temporary file + rename).
 //!
 //! Durability: the appended lines are fsynced once per round before any of
-//! them is sent; `acked` is renamed into place without fsync, so after a
-//! power loss (not a process kill) the last acknowledgements may be
-//! forgotten and those events sent again — Kafka may then hold them twice,
-//! never lose them.
+//! them is sent. Every file replaced (`acked`, and the file itself when its
+//! acknowledged top is cut off) is written under a temporary name,
+//! fsynced, renamed, and the folder fsynced, so a power loss leaves the
+//! old or the new file, never a rename that did not reach the disk. The
+//! order of the two replacements (below) means a crash between them sends
+//! some events again — Kafka may then hold them twice — and never skips
+//! one.
 //!
 //! The spool is bounded: past `max_bytes` the oldest unacknowledged lines
 //! are dropped, counted and logged at error. The acknowledged top is cut
@@ -229,8 +232,20 @@ impl Spool {
     fn write_acked(&self) -> Result<(), SpoolError> {
         let path = self.dir.join("acked");
         let tmp = self.dir.join(".acked.tmp");
-        std::fs::write(&tmp, self.acked.to_string()).map_err(io(&tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io(&path))
+        let mut file = File::create(&tmp).map_err(io(&tmp))?;
+        file.write_all(self.acked.to_string().as_bytes())
+            .map_err(io(&tmp))?;
+        file.sync_data().map_err(io(&tmp))?;
+        self.replace(&tmp, &path)
+    }
+
+    /// Renames `tmp` (written and fsynced) over `path`, then fsyncs the
+    /// folder so that the rename itself survives a power loss.
+    fn replace(&self, tmp: &Path, path: &Path) -> Result<(), SpoolError> {
+        std::fs::rename(tmp, path).map_err(io(path))?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(&self.dir))
     }
 
     /// Rewrites the file with only the waiting lines, and `acked` as 0.
@@ -253,7 +268,7 @@ impl Spool {
         // twice at worst, never lost.
         self.acked = 0;
         self.write_acked()?;
-        std::fs::rename(&tmp, &log).map_err(io(&log))?;
+        self.replace(&tmp, &log)?;
         self.lines = self.pending.len() as u64;
         self.bytes = bytes;
         Ok(())

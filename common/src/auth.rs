@@ -20,11 +20,40 @@ pub enum Role {
 }
 
 /// One configured token: `admin:TOKEN`, `scheduler:TOKEN`,
-/// `finance:TOKEN` or `lead:TENANT:TOKEN`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `finance:TOKEN` or `lead:TENANT:TOKEN`. Its `Debug` shows the role
+/// only.
+#[derive(Clone, PartialEq, Eq)]
 pub struct TokenSpec {
     pub role: Role,
     pub token: String,
+}
+
+impl std::fmt::Debug for TokenSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenSpec")
+            .field("role", &self.role)
+            .field("token", &"…")
+            .finish()
+    }
+}
+
+/// A token setting as given on the command line or in the environment,
+/// not yet read: clap takes it as it is, so that no error of clap's ever
+/// prints it; [`Tokens::parse`] reads it. Its `Debug` shows nothing of it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TokenArg(String);
+
+impl FromStr for TokenArg {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(TokenArg(s.to_owned()))
+    }
+}
+
+impl std::fmt::Debug for TokenArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenArg(…)")
+    }
 }
 
 impl FromStr for TokenSpec {
@@ -71,36 +100,88 @@ fn redact(s: &str) -> String {
     }
 }
 
-/// The configured tokens.
-#[derive(Debug, Clone, Default)]
-pub struct Tokens(BTreeMap<String, Role>);
+/// The configured tokens. A token is found by comparing it with every
+/// configured one in time that does not depend on where they differ; its
+/// `Debug` lists the roles only.
+#[derive(Clone, Default)]
+pub struct Tokens(Vec<(Vec<u8>, Role)>);
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(_, role)| role))
+            .finish()
+    }
+}
 
 impl Tokens {
-    /// From the configured specs.
-    pub fn new(specs: &[TokenSpec]) -> Self {
-        Self(
+    /// From the configured specs; a token given twice is refused, whether
+    /// for the same role or another (it would be one or the other).
+    pub fn new(specs: &[TokenSpec]) -> Result<Self, String> {
+        let mut seen = BTreeMap::new();
+        for (i, spec) in specs.iter().enumerate() {
+            if let Some(first) = seen.insert(spec.token.as_str(), i) {
+                return Err(format!(
+                    "API tokens {} ({:?}) and {} ({:?}) are the same token: each must be its own",
+                    first + 1,
+                    specs[first].role,
+                    i + 1,
+                    spec.role
+                ));
+            }
+        }
+        Ok(Self(
             specs
                 .iter()
-                .map(|s| (s.token.clone(), s.role.clone()))
+                .map(|s| (s.token.as_bytes().to_vec(), s.role.clone()))
                 .collect(),
-        )
+        ))
+    }
+
+    /// Reads the token settings as given (`role:TOKEN`, …); errors never
+    /// show a token.
+    pub fn parse(args: &[TokenArg]) -> Result<Self, String> {
+        let specs = args
+            .iter()
+            .map(|a| a.0.parse::<TokenSpec>())
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::new(&specs)
     }
 
     /// The role of an `Authorization` header's bearer token.
     pub fn role(&self, header: Option<&str>) -> Option<&Role> {
         let token = header?.strip_prefix("Bearer ")?.trim();
-        self.0.get(token)
+        self.role_of_token(token)
     }
 
     /// The role of a bare token (a PostgreSQL password).
     pub fn role_of_token(&self, token: &str) -> Option<&Role> {
-        self.0.get(token)
+        // Every configured token is compared, the match or not.
+        self.0.iter().fold(None, |found, (known, role)| {
+            if same_secret(known, token.as_bytes()) {
+                Some(role)
+            } else {
+                found
+            }
+        })
     }
 
     /// Whether no token is configured.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+}
+
+/// Whether `a` and `b` are equal, in time that depends on their lengths
+/// only, not on where they first differ.
+pub fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = (a.len() ^ b.len()) as u64;
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= u64::from(std::hint::black_box(x ^ y));
+    }
+    diff == 0
 }
 
 #[cfg(test)]
@@ -118,7 +199,7 @@ mod tests {
         .iter()
         .map(|s| s.parse().unwrap())
         .collect();
-        let tokens = Tokens::new(&specs);
+        let tokens = Tokens::new(&specs).unwrap();
         assert_eq!(tokens.role(Some("Bearer adminsecret")), Some(&Role::Admin));
         assert_eq!(
             tokens.role(Some("Bearer leadsecret")),
@@ -137,5 +218,33 @@ mod tests {
         assert!("admin:short".parse::<TokenSpec>().is_err());
         let err = "boss:team:supersecret".parse::<TokenSpec>().unwrap_err();
         assert!(!err.contains("supersecret"), "{err}");
+    }
+
+    #[test]
+    fn tokens_are_never_shown_and_never_given_twice() {
+        let args: Vec<TokenArg> = ["admin:adminsecret", "lead:team-a:adminsecret"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        let err = Tokens::parse(&args).unwrap_err();
+        assert!(err.contains("same token"), "{err}");
+        assert!(!err.contains("adminsecret"), "{err}");
+        assert!(!format!("{args:?}").contains("adminsecret"));
+        let short: Vec<TokenArg> = vec!["admin:short".parse().unwrap()];
+        let err = Tokens::parse(&short).unwrap_err();
+        assert!(!err.contains("short"), "{err}");
+        let tokens = Tokens::parse(&args[..1]).unwrap();
+        assert!(!format!("{tokens:?}").contains("adminsecret"));
+        let spec: TokenSpec = "finance:financesecret".parse().unwrap();
+        assert!(!format!("{spec:?}").contains("financesecret"));
+    }
+
+    #[test]
+    fn secrets_compare_equal_only_when_equal() {
+        assert!(same_secret(b"abcdefgh", b"abcdefgh"));
+        assert!(!same_secret(b"abcdefgh", b"abcdefgi"));
+        assert!(!same_secret(b"abcdefgh", b"abcdefgh "));
+        assert!(!same_secret(b"", b"a"));
+        assert!(same_secret(b"", b""));
     }
 }

@@ -186,7 +186,8 @@ impl HistoryRoot {
 
     /// Stores `bytes` as `<table>/date=<date>/<name>`, durably and whole:
     /// a reader sees all of it or nothing. Locally: a temporary name,
-    /// fsync, rename, fsync of the folder, under the table's shared lock
+    /// fsync, rename, fsync of the folder (and of the table's, for a new
+    /// day), under the table's shared lock
     /// (compaction takes it exclusively).
     pub fn put(&self, table: &str, date: &str, name: &str, bytes: &[u8]) -> std::io::Result<()> {
         match self {
@@ -194,7 +195,13 @@ impl HistoryRoot {
                 let lock = lock_file(root, table)?;
                 lock.lock_shared()?;
                 let dir = day_dir(root, table, date);
-                std::fs::create_dir_all(&dir)?;
+                if !dir.exists() {
+                    std::fs::create_dir_all(&dir)?;
+                    // A new day's folder is itself an entry of the table's.
+                    if let Some(table_dir) = dir.parent() {
+                        std::fs::File::open(table_dir)?.sync_all()?;
+                    }
+                }
                 let tmp = dir.join(format!(".{name}.tmp"));
                 let mut file = std::fs::File::create(&tmp)?;
                 std::io::Write::write_all(&mut file, bytes)?;

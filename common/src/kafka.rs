@@ -324,8 +324,18 @@ impl EventProducer {
     /// producer for the wait: callers that share a producer behind a lock
     /// release it before they wait, and their events share batches.
     pub async fn queue(&self, event: &Event) -> Result<Delivery> {
+        self.queue_to(event, None).await
+    }
+
+    /// Like [`EventProducer::queue`], to one partition of the event's topic
+    /// (`None`: the partition its key picks).
+    pub async fn queue_to(&self, event: &Event, partition: Option<i32>) -> Result<Delivery> {
         let wire = WireRecord::new(self.codec, event, &self.prefix)?;
-        queue_record(&self.producer, &wire.topic, wire.base_record()).await
+        let mut record = wire.base_record();
+        if let Some(p) = partition {
+            record = record.partition(p);
+        }
+        queue_record(&self.producer, &wire.topic, record).await
     }
 
     /// The partition ids of the topic events of `topic` travel on.

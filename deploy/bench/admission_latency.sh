@@ -10,9 +10,14 @@
 #
 #   deploy/bench/admission_latency.sh        (needs the local broker running)
 #
+# With BENCH_BULK_BYTES (say 2000000), an admin posts a body of that many
+# bytes of NDJSON usage records to `POST /v1/events` every second while the
+# admissions run, and the posts' own times are printed too (issue "Trust
+# boundaries": a bulk post must not hold admissions up).
+#
 # Settings: BENCH_RATE (200), BENCH_SECONDS (30), BENCH_LINGER_MS (0),
-# BENCH_PROCESSOR_ARGS (more processor flags), BENCH_PROFILE (bench;
-# see deploy/bench/profile.sh), CARGO_TARGET_DIR.
+# BENCH_BULK_BYTES (0: none), BENCH_PROCESSOR_ARGS (more processor flags),
+# BENCH_PROFILE (bench; see deploy/bench/profile.sh), CARGO_TARGET_DIR.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
@@ -38,10 +43,10 @@ for _ in $(seq 1 600); do grep -q listening "$work/processor.out" 2>/dev/null &&
 api=$(sed -n 's/^control API listening on //p' "$work/processor.out")
 echo "processor at $api, topics $prefix*" >&2
 
-python3 - "$api" "$rate" "$seconds" <<'PY'
-import http.client, json, queue, statistics, sys, threading, time, urllib.parse
+python3 - "$api" "$rate" "$seconds" "${BENCH_BULK_BYTES:-0}" <<'PY'
+import datetime, http.client, json, queue, statistics, sys, threading, time, urllib.parse
 
-api, rate, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+api, rate, seconds, bulk_bytes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 host = urllib.parse.urlparse(api).netloc
 t0 = "2026-11-01T00:00:00Z"
 
@@ -62,13 +67,33 @@ setup = [
      "pool": "h200", "tenant": "team-a", "nominal_ge": "48", "burst_ge": "8", "enforcement": "deny"},
 ]
 conn = http.client.HTTPConnection(host, timeout=30)
-status, body = call(conn, "POST", "/v1/events", "bench-admin", "\n".join(json.dumps(e) for e in setup) + "\n")
+status, body = call(conn, "POST", "/v1/events?mode=import", "bench-admin", "\n".join(json.dumps(e) for e in setup) + "\n")
 assert status == 200, (status, body)
 # Warm-up: the first round trip sets up the transaction and the reader.
 status, body = call(conn, "POST", "/v1/admission", "bench-scheduler",
                     json.dumps({"pool": "h200", "request_id": "warm", "job_id": "warm", "tenant": "team-a",
                                 "slices": 1, "max_slices": 7}))
 assert status == 200, (status, body)
+
+def bulk_bodies(stop, took):
+    """Every second until `stop`: one body of `bulk_bytes` usage records."""
+    c = http.client.HTTPConnection(host, timeout=60)
+    k = 0
+    while not stop.is_set():
+        began = time.perf_counter()
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        lines, size = [], 0
+        while size < bulk_bytes - 400:
+            line = json.dumps({"type": "UsageRecord", "event_id": f"bulk-{k}", "event_time": now,
+                               "source": "bench", "cluster": "c", "pool": "h200", "tenant": "team-a",
+                               "kind": "storage_gb_hours", "quantity": "1", "start": now, "end": now})
+            lines.append(line)
+            size += len(line) + 1
+            k += 1
+        status, body = call(c, "POST", "/v1/events", "bench-admin", "\n".join(lines) + "\n")
+        assert status == 200, (status, body[:300])
+        took.append((time.perf_counter() - began, size))
+        stop.wait(max(0.0, 1.0 - (time.perf_counter() - began)))
 
 def run(kind):
     n = rate * seconds
@@ -115,7 +140,17 @@ def run(kind):
     return q(0.50), q(0.99)
 
 peer = run("healthz")
+stop, bulk = threading.Event(), []
+if bulk_bytes:
+    poster = threading.Thread(target=bulk_bodies, args=(stop, bulk))
+    poster.start()
 adm = run("admission")
+if bulk_bytes:
+    stop.set()
+    poster.join()
+    times = sorted(t for t, _ in bulk)
+    print(f"bulk posts: {len(bulk)} bodies of {bulk[0][1]:,} bytes during the admissions; "
+          f"each took {times[len(times) // 2] * 1000:.0f} ms at the median, {times[-1] * 1000:.0f} ms at most")
 print(f"admission p99 / healthz p99: {adm[1] / peer[1]:.1f}×")
 PY
 

@@ -60,7 +60,7 @@ query_pg=$(sed -n 's/^postgres listening on //p' "$work/query.out")
 month() { python3 "$repo/deploy/local/demo_month.py" "$@" --collector "$bin/gpuledger-collector" --cluster "$cluster"; }
 post_events() {
   curl -sS --fail-with-body -H "Authorization: Bearer $admin_token" \
-    --data-binary @"$1" "$api_url/v1/events" > /dev/null
+    --data-binary @"$1" "$api_url/v1/events?mode=import" > /dev/null
 }
 sql() { curl -sS --fail-with-body -H 'content-type: application/json' \
   --data "$(python3 -c 'import json,sys; print(json.dumps({"sql": sys.argv[1]}))' "$1")" "$query_url/v1/sql"; }
@@ -150,7 +150,7 @@ echo "  SQL API:  curl -H 'content-type: application/json' -d '{\"sql\":\"SELECT
 echo "  Statements: $query_url/v1/statements?period=2026-11 (add &format=csv for CSV)"
 echo "  PostgreSQL: psql -h ${query_pg%:*} -p ${query_pg##*:} -U finance -d gpuledger -c 'SELECT * FROM chargeback LIMIT 5'"
 echo "  Control API: $api_url (token: $admin_token), e.g."
-echo "    curl -H 'Authorization: Bearer $admin_token' --data-binary @$work/close.ndjson $api_url/v1/events"
+echo "    curl -H 'Authorization: Bearer $admin_token' --data-binary @$work/close.ndjson $api_url/v1/events?mode=import"
 echo "  History:  $history"
 if [ "${DEMO_EXIT:-0}" = "1" ]; then exit 0; fi
 say "Services stay up; press Ctrl-C to stop."

@@ -9,13 +9,13 @@ use gpuledger_common::log::LogArgs;
 use gpuledger_common::shutdown::Shutdown;
 use std::io::Write;
 
-use gpuledger_processor::api::auth::{TokenSpec, Tokens};
+use gpuledger_processor::api::auth::{TokenArg, Tokens};
 use gpuledger_processor::api::k8s::K8sMapping;
 use gpuledger_processor::api::{self, ApiState, waiters};
 use gpuledger_processor::burst_hook::{BurstHook, BurstHookConfig};
 use gpuledger_processor::generate;
 use gpuledger_processor::history::compact;
-use gpuledger_processor::ledger::LedgerConfig;
+use gpuledger_processor::ledger::{LedgerConfig, ReservationLimits};
 use gpuledger_processor::ledger_worker::{self, AnswerAt, LedgerWorkerConfig};
 use gpuledger_processor::replay::{self, ReplayConfig};
 use gpuledger_processor::telemetry::{self, RollingPolicy, TelemetryWriterConfig, Until};
@@ -204,9 +204,8 @@ struct FoldArgs {
     #[arg(long)]
     ledger: std::path::PathBuf,
 
-    /// How long an admission holds its GE if the attempt never starts (minutes).
-    #[arg(long, default_value_t = 15)]
-    hold_ttl_minutes: i64,
+    #[command(flatten)]
+    rules: LedgerRulesArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -219,9 +218,8 @@ struct StatementArgs {
     #[arg(long)]
     period: String,
 
-    /// How long an admission holds its GE if the attempt never starts (minutes).
-    #[arg(long, default_value_t = 15)]
-    hold_ttl_minutes: i64,
+    #[command(flatten)]
+    rules: LedgerRulesArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -247,13 +245,54 @@ struct ReplayArgs {
     #[arg(long, env = "GPULEDGER_STATE_DIR", default_value = "var/state")]
     state_dir: std::path::PathBuf,
 
-    /// Admission hold lifetime, as in `run` (minutes).
-    #[arg(long, env = "GPULEDGER_HOLD_TTL_MINUTES", default_value_t = 15)]
-    hold_ttl_minutes: i64,
+    #[command(flatten)]
+    rules: LedgerRulesArgs,
 
     /// Also write every decision the replay makes here, as NDJSON.
     #[arg(long)]
     decisions_out: Option<std::path::PathBuf>,
+}
+
+/// The ledger's rules that a site sets: every command that folds the
+/// ledger takes the same, so a replay decides as the live run did.
+#[derive(Debug, clap::Args)]
+struct LedgerRulesArgs {
+    /// How long an admission holds its GE if the attempt never starts (minutes).
+    #[arg(long, env = "GPULEDGER_HOLD_TTL_MINUTES", default_value_t = 15)]
+    hold_ttl_minutes: i64,
+
+    /// The longest reservation window (days).
+    #[arg(long, env = "GPULEDGER_RESERVATION_MAX_DAYS", default_value_t = 90)]
+    reservation_max_days: i64,
+
+    /// How far ahead a reservation window may start (days).
+    #[arg(
+        long,
+        env = "GPULEDGER_RESERVATION_MAX_AHEAD_DAYS",
+        default_value_t = 365
+    )]
+    reservation_max_ahead_days: i64,
+
+    /// Reservations a tenant may hold open in a pool.
+    #[arg(long, env = "GPULEDGER_RESERVATION_MAX_OPEN", default_value_t = 100)]
+    reservation_max_open: usize,
+}
+
+impl LedgerRulesArgs {
+    fn config(&self) -> LedgerConfig {
+        const MICROS_PER_MINUTE: i64 = 60 * 1_000_000;
+        const MICROS_PER_DAY: i64 = 24 * 60 * MICROS_PER_MINUTE;
+        LedgerConfig {
+            hold_ttl_micros: self.hold_ttl_minutes.saturating_mul(MICROS_PER_MINUTE),
+            reservations: ReservationLimits {
+                max_length_micros: self.reservation_max_days.saturating_mul(MICROS_PER_DAY),
+                max_ahead_micros: self
+                    .reservation_max_ahead_days
+                    .saturating_mul(MICROS_PER_DAY),
+                max_open_per_tenant: self.reservation_max_open,
+            },
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -277,9 +316,8 @@ struct RunArgs {
     #[arg(long, default_value_t = 2_000)]
     flush_interval_ms: u64,
 
-    /// How long an admission holds its GE if the attempt never starts (minutes).
-    #[arg(long, env = "GPULEDGER_HOLD_TTL_MINUTES", default_value_t = 15)]
-    hold_ttl_minutes: i64,
+    #[command(flatten)]
+    rules: LedgerRulesArgs,
 
     /// Address of the control API; port 0 picks a free one (printed on stdout).
     #[arg(long, env = "GPULEDGER_API_LISTEN", default_value = "127.0.0.1:8081")]
@@ -293,7 +331,7 @@ struct RunArgs {
         value_delimiter = ',',
         hide_env_values = true
     )]
-    api_tokens: Vec<TokenSpec>,
+    api_tokens: Vec<TokenArg>,
 
     /// Cluster name carried by events the control API creates.
     #[arg(long, env = "GPULEDGER_CLUSTER", default_value = "local")]
@@ -321,6 +359,20 @@ struct RunArgs {
     /// history, for simulations and tests that own time).
     #[arg(long, env = "GPULEDGER_CLOCK_INTERVAL_S", default_value_t = 60)]
     clock_interval_s: u64,
+
+    /// How far an admin's `event_time` may be from the control API's clock
+    /// (seconds); further back needs `POST /v1/events?mode=import`. Other
+    /// roles' events always get the API's time.
+    #[arg(long, env = "GPULEDGER_EVENT_TIME_SKEW_S", default_value_t = 300)]
+    event_time_skew_s: u64,
+
+    /// Send to the DLQ any ledger event whose `event_time` is more than
+    /// this many seconds after its record's Kafka timestamp: a guard for
+    /// producers that write to the ledger topic without the control API.
+    /// Off by default (a historical import's records are all appended
+    /// now, with earlier times, which this never refuses).
+    #[arg(long, env = "GPULEDGER_LEDGER_MAX_AHEAD_S")]
+    ledger_max_ahead_s: Option<u64>,
 
     /// Compact the history's closed days (before today, UTC) this often
     /// (seconds), as `compact` does; 0 leaves it to `compact` (a CronJob).
@@ -386,9 +438,7 @@ async fn main() -> anyhow::Result<()> {
                 args.period.parse().map_err(anyhow::Error::msg)?;
             let text = std::fs::read_to_string(&args.ledger)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", args.ledger.display()))?;
-            let config = LedgerConfig {
-                hold_ttl_micros: args.hold_ttl_minutes * 60 * 1_000_000,
-            };
+            let config = args.rules.config();
             let statement = gpuledger_processor::offline::statement(&text, period, config)
                 .map_err(anyhow::Error::msg)?;
             writeln!(std::io::stdout().lock(), "{}", statement.to_json())?;
@@ -396,9 +446,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Fold(args) => {
             let text = std::fs::read_to_string(&args.ledger)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", args.ledger.display()))?;
-            let config = LedgerConfig {
-                hold_ttl_micros: args.hold_ttl_minutes * 60 * 1_000_000,
-            };
+            let config = args.rules.config();
             let report = gpuledger_processor::offline::throughput(&text, config)
                 .map_err(anyhow::Error::msg)?;
             writeln!(
@@ -484,9 +532,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Replay(args) => {
             let config = ReplayConfig {
                 kafka: args.kafka,
-                ledger: LedgerConfig {
-                    hold_ttl_micros: args.hold_ttl_minutes * 60 * 1_000_000,
-                },
+                ledger: args.rules.config(),
                 state_dir: args.state_dir,
                 decisions_out: args.decisions_out,
             };
@@ -510,14 +556,13 @@ async fn main() -> anyhow::Result<()> {
                 kafka: writer.kafka.clone(),
                 group_id: format!("{}-ledger", writer.group_id),
                 group_instance_id: args.group_instance_id.clone(),
-                ledger: LedgerConfig {
-                    hold_ttl_micros: args.hold_ttl_minutes * 60 * 1_000_000,
-                },
+                ledger: args.rules.config(),
                 max_batch: args.ledger_batch,
                 linger: Duration::from_millis(args.ledger_linger_ms),
                 clock_interval: (args.clock_interval_s > 0)
                     .then(|| Duration::from_secs(args.clock_interval_s)),
                 cluster: args.cluster.clone(),
+                max_ahead: args.ledger_max_ahead_s.map(Duration::from_secs),
                 state_dir: Some(args.state_dir.clone()),
                 snapshot_every: args.snapshot_every.max(1),
                 history_root: Some(history.clone()),
@@ -546,7 +591,7 @@ async fn main() -> anyhow::Result<()> {
             };
             let api_state = ApiState::new(
                 &writer.kafka,
-                Tokens::new(&args.api_tokens),
+                Tokens::parse(&args.api_tokens).map_err(anyhow::Error::msg)?,
                 &args.cluster,
                 Duration::from_secs(args.admission_timeout_s),
                 K8sMapping {
@@ -555,6 +600,9 @@ async fn main() -> anyhow::Result<()> {
                     max_slices: args.k8s_max_slices,
                 },
             )?;
+            let mut api_state = api_state;
+            api_state.skew = api::envelopes::Skew(Duration::from_secs(args.event_time_skew_s));
+            api_state.reservations = ledger.ledger.reservations;
             // This process's own decisions answer its callers directly.
             ledger.waiters = Some(api_state.waiters.clone());
             let listener = tokio::net::TcpListener::bind(args.api_listen)

@@ -1,19 +1,22 @@
 //! Who may read what (DESIGN §7). `admin` and `finance` tokens read every
 //! tenant; a team lead's token reads only its tenant's rows. That is
-//! enforced in the query plan, never in SQL text: every scan of a table or
-//! view with a `tenant` column gets a filter on the lead's tenant right
-//! above it, wherever the scan sits — in a join, a union, a CTE, a
-//! subquery in an expression.
+//! enforced in the query plan, never in SQL text: every scan, wherever it
+//! sits (a join, a union, a CTE, a view, a subquery in an expression), is
+//! replaced by one that yields only the lead's rows before any expression
+//! of the query sees them ([`crate::scoped`]).
 
+use std::sync::Arc;
+
+use datafusion::catalog::default_table_source::{provider_as_source, source_as_provider};
+use datafusion::common::plan_err;
 use datafusion::common::tree_node::Transformed;
 use datafusion::error::Result;
 use datafusion::execution::context::SQLOptions;
-use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder, TableScanBuilder, col, lit};
-use datafusion::prelude::Column;
+use datafusion::logical_expr::{LogicalPlan, TableScanBuilder};
 use gpuledger_common::auth::{Role, Tokens};
 
-/// The column that names a row's tenant.
-const TENANT: &str = "tenant";
+use crate::scoped::Scoped;
+use crate::views::StatementView;
 
 /// What every caller's SQL may be: no DDL, no DML, no `SET` or other
 /// statements; so no views or external tables of their own, no `COPY` to
@@ -107,37 +110,33 @@ impl Access {
     }
 }
 
-/// Puts `tenant = <tenant>` above every scan whose table has a `tenant`
-/// column, subqueries included. A scan is first widened to all its columns
-/// and its row limit dropped, so that neither a projection without
-/// `tenant` nor a limit taken before the filter can get in the way; a
-/// projection then gives the plan the columns it had.
+/// `plan` with every table scan replaced by a [`Scoped`] scan of the same
+/// table that yields only `tenant`'s rows, subqueries and inlined views
+/// included. A statement view is replaced by one that builds only the
+/// tenant's rows. `EXPLAIN ANALYZE` is refused: its counts are taken
+/// inside the scans.
 fn only_tenant(plan: LogicalPlan, tenant: &str) -> Result<LogicalPlan> {
-    plan.transform_up_with_subqueries(|node| {
-        let LogicalPlan::TableScan(scan) = &node else {
-            return Ok(Transformed::no(node));
-        };
-        if scan.source.schema().index_of(TENANT).is_err() {
-            return Ok(Transformed::no(node));
+    plan.transform_up_with_subqueries(|node| match node {
+        LogicalPlan::Analyze(_) => {
+            plan_err!("EXPLAIN ANALYZE is not available to a team lead's token; EXPLAIN is")
         }
-        let columns: Vec<_> = scan
-            .projected_schema
-            .columns()
-            .into_iter()
-            .map(datafusion::prelude::Expr::Column)
-            .collect();
-        let whole = TableScanBuilder::new(scan.table_name.clone(), scan.source.clone())
-            .with_filters(scan.filters.clone())
-            .build()?;
-        let tenant_column = Column::new(Some(scan.table_name.clone()), TENANT);
-        let restricted = LogicalPlanBuilder::from(LogicalPlan::TableScan(whole))
-            .filter(col(tenant_column).eq(lit(tenant)))?
-            .project(columns)?;
-        let restricted = match scan.fetch {
-            Some(fetch) => restricted.limit(0, Some(fetch))?,
-            None => restricted,
-        };
-        Ok(Transformed::yes(restricted.build()?))
+        LogicalPlan::TableScan(scan) => {
+            let provider = source_as_provider(&scan.source)?;
+            let provider = match provider.downcast_ref::<StatementView>() {
+                Some(view) => Arc::new(view.only(tenant)),
+                None => provider,
+            };
+            let name = scan.table_name.to_string();
+            let scoped = Scoped::new(name, provider, tenant);
+            let replaced =
+                TableScanBuilder::new(scan.table_name, provider_as_source(Arc::new(scoped)))
+                    .with_projection(scan.projection)
+                    .with_filters(scan.filters)
+                    .with_fetch(scan.fetch)
+                    .build()?;
+            Ok(Transformed::yes(LogicalPlan::TableScan(replaced)))
+        }
+        other => Ok(Transformed::no(other)),
     })
     .map(|t| t.data)
 }

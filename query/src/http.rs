@@ -19,6 +19,8 @@ use serde::Deserialize;
 
 use crate::access::{Access, Gate, Refusal, read_only};
 use crate::encode::{EncodeError, Encoder, Format, Pending};
+use crate::failure::{Kind, Stage, told, told_text};
+use crate::limits::{Limits, Slots, for_one_query};
 use crate::statements::StatementError;
 
 /// Shared state of the handlers.
@@ -29,6 +31,10 @@ pub struct AppState {
     pub timeout: std::time::Duration,
     /// Who may read what.
     pub gate: Gate,
+    /// What one query may take.
+    pub limits: Limits,
+    /// Places for running queries, by role.
+    pub slots: Slots,
 }
 
 impl std::fmt::Debug for AppState {
@@ -152,36 +158,65 @@ async fn sql(
         status: StatusCode::REQUEST_TIMEOUT,
         message: format!("the query took longer than {limit:?} (--query-timeout-s)"),
     };
+    // A place among the role's running queries, held until the answer is
+    // sent; waiting for one counts in the time limit.
+    let permit = tokio::time::timeout_at(deadline, state.slots.enter(&access))
+        .await
+        .map_err(|_| ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: format!(
+                "no place for the query within {limit:?}: as many queries of this role as may run at once are running"
+            ),
+        })?;
+    let failed = |stage: Stage| {
+        let access = access.clone();
+        move |e: datafusion::error::DataFusionError| bad_request(told(&access, stage, &e).message)
+    };
     let frame = tokio::time::timeout_at(deadline, state.ctx.sql_with_options(&query, read_only()))
         .await
         .map_err(|_| too_slow())?
-        .map_err(|e| bad_request(e.to_string()))?;
-    // A team lead's query runs with its tenant filter under every scan.
+        .map_err(failed(Stage::Planning))?;
+    // A team lead's query scans only its tenant's rows.
     let plan = access
         .restrict(frame.logical_plan().clone())
-        .map_err(|e| bad_request(e.to_string()))?;
-    let frame = DataFrame::new(state.ctx.state(), plan);
+        .map_err(failed(Stage::Planning))?;
+    // Its own memory, within the service's.
+    let run_ctx = for_one_query(&state.ctx.state(), state.limits.query_memory_bytes);
+    let frame = DataFrame::new(run_ctx.state(), plan);
     let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
     let mut stream = tokio::time::timeout_at(deadline, frame.execute_stream())
         .await
         .map_err(|_| too_slow())?
-        .map_err(|e| bad_request(e.to_string()))?;
+        .map_err(failed(Stage::Running))?;
     let first = tokio::time::timeout_at(deadline, stream.next())
         .await
         .map_err(|_| too_slow())?
         .transpose()
-        .map_err(|e| bad_request(e.to_string()))?;
+        .map_err(failed(Stage::Running))?;
     let pending = Pending::default();
     let mut encoder = Encoder::new(format, &schema, pending.clone()).map_err(|e| ApiError {
         status: StatusCode::INTERNAL_SERVER_ERROR,
-        message: e.to_string(),
+        message: told_text(&access, Kind::Execution, &e.to_string()),
     })?;
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Vec<u8>>>(4);
+    let max_bytes = state.limits.max_result_bytes;
     tokio::spawn(async move {
+        let _permit = permit;
+        let mut sent_bytes = 0usize;
+        let mut bounded = |chunk: Vec<u8>| {
+            sent_bytes = sent_bytes.saturating_add(chunk.len());
+            if sent_bytes > max_bytes {
+                return Err(format!(
+                    "the answer is larger than {} MiB (--max-result-mb): ask for fewer rows or columns",
+                    max_bytes >> 20
+                ));
+            }
+            Ok(chunk)
+        };
         let sent = async {
             if let Some(batch) = first {
                 encoder.write(&batch)?;
-                if tx.send(Ok(pending.take())).await.is_err() {
+                if tx.send(Ok(bounded(pending.take())?)).await.is_err() {
                     return Ok(());
                 }
             }
@@ -190,20 +225,22 @@ async fn sql(
                     .await
                     .map_err(|_| format!("the query took longer than {limit:?}"))?;
                 let Some(batch) = next else { break };
-                encoder.write(&batch?)?;
-                if tx.send(Ok(pending.take())).await.is_err() {
+                let batch = batch.map_err(|e| told(&access, Stage::Running, &e).message)?;
+                encoder.write(&batch)?;
+                if tx.send(Ok(bounded(pending.take())?)).await.is_err() {
                     // The client went away: stop the query.
                     return Ok(());
                 }
             }
             encoder.finish()?;
-            let _ = tx.send(Ok(pending.take())).await;
+            let _ = tx.send(Ok(bounded(pending.take())?)).await;
             Ok::<(), EncodeError>(())
         }
         .await;
         if let Err(e) = sent {
             tracing::warn!(error = %e, "query failed while its answer was streaming");
-            let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
+            let message = told_text(&access, Kind::Execution, &e.to_string());
+            let _ = tx.send(Err(std::io::Error::other(message))).await;
         }
     });
     QUERIES.inc();
@@ -218,7 +255,11 @@ async fn sql(
 }
 
 /// The statement of `?period=YYYY-MM` from the history as it stands.
-async fn priced(state: &AppState, period: Option<&str>) -> Result<Arc<Statement>, ApiError> {
+async fn priced(
+    state: &AppState,
+    access: &Access,
+    period: Option<&str>,
+) -> Result<Arc<Statement>, ApiError> {
     let period: Period = period
         .ok_or_else(|| bad_request("period is required: ?period=YYYY-MM"))?
         .parse()
@@ -233,11 +274,11 @@ async fn priced(state: &AppState, period: Option<&str>) -> Result<Arc<Statement>
         .map_err(|e| match e {
             StatementError::Pricing(e) => ApiError {
                 status: StatusCode::UNPROCESSABLE_ENTITY,
-                message: e.to_string(),
+                message: told_text(access, Kind::Execution, &e.to_string()),
             },
             other => ApiError {
                 status: StatusCode::INTERNAL_SERVER_ERROR,
-                message: other.to_string(),
+                message: told_text(access, Kind::Execution, &other.to_string()),
             },
         })
 }
@@ -277,10 +318,10 @@ async fn export_focus(
             })?
         }
     };
-    let statement = priced(&state, params.period.as_deref()).await?;
+    let statement = priced(&state, &access, params.period.as_deref()).await?;
     let internal = |message: String| ApiError {
         status: StatusCode::INTERNAL_SERVER_ERROR,
-        message,
+        message: told_text(&access, Kind::Execution, &message),
     };
     let batch = crate::focus::rows(&statement, &access).map_err(|e| internal(e.to_string()))?;
     let pending = Pending::default();
@@ -316,12 +357,14 @@ async fn statements(
     if let Some(tenant) = &params.tenant
         && !access.allows(tenant)
     {
+        // The name asked for is not repeated: an answer to a lead names
+        // no other tenant, even one the lead wrote.
         return Err(ApiError {
             status: StatusCode::FORBIDDEN,
-            message: format!("this token reads only its own tenant, not {tenant:?}"),
+            message: "this token reads only its own tenant".into(),
         });
     }
-    let mut statement = priced(&state, params.period.as_deref()).await?;
+    let mut statement = priced(&state, &access, params.period.as_deref()).await?;
     let shown = |t: &gpuledger_schemas::billing::TenantStatement| {
         params.tenant.as_ref().is_none_or(|only| &t.tenant == only) && access.allows(&t.tenant)
     };

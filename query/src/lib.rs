@@ -8,10 +8,13 @@ pub mod case_select;
 pub mod catalog;
 mod columns;
 pub mod encode;
+pub mod failure;
 pub mod focus;
 pub mod http;
+pub mod limits;
 pub mod pg;
 pub mod run_aggregate;
+mod scoped;
 pub mod statements;
 mod telemetry;
 pub mod views;
@@ -56,10 +59,17 @@ pub struct QueryConfig {
     pub query_timeout: std::time::Duration,
     /// Who may read what; none: everyone reads everything.
     pub tokens: gpuledger_common::auth::Tokens,
+    /// What one query may take.
+    pub limits: limits::Limits,
 }
 
-/// A session with the history tables registered, under `memory_bytes`.
-pub async fn session(history_root: &HistoryRoot, memory_bytes: usize) -> Result<SessionContext> {
+/// A session with the history tables registered, under `memory_bytes`,
+/// with values of size-picking functions capped at `max_value_bytes`.
+pub async fn session(
+    history_root: &HistoryRoot,
+    memory_bytes: usize,
+    max_value_bytes: usize,
+) -> Result<SessionContext> {
     let config = SessionConfig::from_env()?
         .with_information_schema(true)
         .with_extension(Arc::new(statements::RecordedCache::new(history_root)));
@@ -94,6 +104,9 @@ pub async fn session(history_root: &HistoryRoot, memory_bytes: usize) -> Result<
         .with_physical_optimizer_rule(Arc::new(run_aggregate::RunAggregate))
         .build();
     let ctx = SessionContext::new_with_state(state);
+    for capped in limits::capped_functions(&ctx, max_value_bytes) {
+        ctx.register_udf(capped);
+    }
     catalog::register_history(&ctx, history_root)?;
     ctx.register_table("chargeback", Arc::new(views::StatementView::chargeback()))?;
     ctx.register_table("statements", Arc::new(views::StatementView::statements()))?;
@@ -149,7 +162,14 @@ pub async fn run(
     mut shutdown: Shutdown,
     on_bound: impl FnOnce(Bound),
 ) -> Result<()> {
-    let ctx = Arc::new(session(&config.history_root, config.memory_limit_bytes).await?);
+    let ctx = Arc::new(
+        session(
+            &config.history_root,
+            config.memory_limit_bytes,
+            config.limits.max_value_bytes,
+        )
+        .await?,
+    );
     let listener = bind(config.listen, "the SQL API", "--listen").await?;
     let pg_listener = match config.pg_listen {
         Some(addr) => Some(bind(addr, "the PostgreSQL protocol", "--pg-listen").await?),
@@ -171,13 +191,20 @@ pub async fn run(
         tracing::warn!("no --api-token given: every caller reads every tenant (local use only)");
     }
     if let Some(pg_listener) = pg_listener {
-        let handlers = pg::Handlers::new(ctx.clone(), gate.clone(), config.query_timeout);
+        let handlers = pg::Handlers::new(
+            ctx.clone(),
+            gate.clone(),
+            config.query_timeout,
+            config.limits,
+        );
         tokio::spawn(pg::serve(pg_listener, Arc::new(handlers), shutdown.clone()));
     }
     let app = http::router(http::AppState {
         ctx,
         timeout: config.query_timeout,
         gate,
+        limits: config.limits,
+        slots: limits::Slots::new(&config.limits),
     });
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.wait().await })

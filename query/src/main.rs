@@ -4,11 +4,12 @@ use std::io::Write;
 use std::net::SocketAddr;
 
 use clap::{Parser, Subcommand};
-use gpuledger_common::auth::{TokenSpec, Tokens};
+use gpuledger_common::auth::{TokenArg, Tokens};
 use gpuledger_common::history::HistoryArgs;
 use gpuledger_common::log::LogArgs;
 use gpuledger_common::shutdown::Shutdown;
 use gpuledger_query::QueryConfig;
+use gpuledger_query::limits::Limits;
 
 /// SQL over the gpuledger Parquet history.
 #[derive(Debug, Parser)]
@@ -53,6 +54,28 @@ struct ServeArgs {
     #[arg(long, env = "GPULEDGER_QUERY_TIMEOUT_S", default_value_t = 60)]
     query_timeout_s: u64,
 
+    /// Memory one query may hold (MiB), within --memory-limit-mb; default
+    /// a quarter of it.
+    #[arg(long, env = "GPULEDGER_QUERY_MEMORY_MB")]
+    query_memory_mb: Option<usize>,
+
+    /// Queries of all team leads together that run at once.
+    #[arg(long, env = "GPULEDGER_LEAD_QUERIES", default_value_t = 4)]
+    lead_queries: usize,
+
+    /// Queries of admin and finance tokens together that run at once.
+    #[arg(long, env = "GPULEDGER_READER_QUERIES", default_value_t = 8)]
+    reader_queries: usize,
+
+    /// The largest value `repeat`, `lpad`, `rpad` or `array_repeat` may
+    /// make (MiB).
+    #[arg(long, env = "GPULEDGER_MAX_VALUE_MB", default_value_t = 16)]
+    max_value_mb: usize,
+
+    /// The largest answer one query may send (MiB).
+    #[arg(long, env = "GPULEDGER_MAX_RESULT_MB", default_value_t = 1024)]
+    max_result_mb: usize,
+
     /// Tokens: `admin:TOKEN`, `finance:TOKEN`, `lead:TENANT:TOKEN`
     /// (repeatable, or comma-separated in the environment). With none, every
     /// caller reads every tenant: for a local set-up only.
@@ -62,7 +85,23 @@ struct ServeArgs {
         value_delimiter = ',',
         hide_env_values = true
     )]
-    api_tokens: Vec<TokenSpec>,
+    api_tokens: Vec<TokenArg>,
+}
+
+impl ServeArgs {
+    fn limits(&self) -> Limits {
+        let memory = self.memory_limit_mb * 1024 * 1024;
+        let defaults = Limits::for_memory(memory);
+        Limits {
+            query_memory_bytes: self
+                .query_memory_mb
+                .map_or(defaults.query_memory_bytes, |mb| (mb << 20).min(memory)),
+            lead_queries: self.lead_queries,
+            reader_queries: self.reader_queries,
+            max_value_bytes: self.max_value_mb << 20,
+            max_result_bytes: self.max_result_mb << 20,
+        }
+    }
 }
 
 /// `--pg-listen`: an address, or `off`.
@@ -95,7 +134,8 @@ async fn main() -> anyhow::Result<()> {
                 pg_listen: args.pg_listen.0,
                 memory_limit_bytes: args.memory_limit_mb * 1024 * 1024,
                 query_timeout: std::time::Duration::from_secs(args.query_timeout_s),
-                tokens: Tokens::new(&args.api_tokens),
+                tokens: Tokens::parse(&args.api_tokens).map_err(anyhow::Error::msg)?,
+                limits: args.limits(),
             };
             gpuledger_query::run(&config, shutdown, |bound| {
                 // The first stdout line is the HTTP address, the second the

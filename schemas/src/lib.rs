@@ -27,6 +27,12 @@ pub mod tables;
 pub mod text;
 pub mod time;
 mod validate;
+
+/// The bounds every event is checked against: instants, slices, digits.
+pub mod limits {
+    pub use crate::exact::MAX_DIGITS;
+    pub use crate::validate::{EARLIEST, LATEST, MAX_SLICES};
+}
 pub mod wire;
 
 pub use error::{Error, Result};

@@ -9,6 +9,14 @@ use crate::error::{Error, Result};
 use crate::events::*;
 use crate::exact::Decimal;
 use crate::sample_datum::SampleRecord;
+use crate::time::Timestamp;
+
+/// The earliest instant an event may name: 2000-01-01T00:00:00Z.
+pub const EARLIEST: Timestamp = Timestamp::from_secs(946_684_800);
+/// The first instant an event may not name: 2100-01-01T00:00:00Z.
+pub const LATEST: Timestamp = Timestamp::from_secs(4_102_444_800);
+/// The most slices a GPU is divided into (MIG: seven on today's GPUs).
+pub const MAX_SLICES: i32 = 8;
 
 /// Checks one event, stopping at the first problem.
 struct Check<'a> {
@@ -72,10 +80,35 @@ impl Check<'_> {
         Ok(())
     }
 
-    /// A GE amount: `slices/max_slices`, both positive.
+    /// An instant from 2000 up to 2100.
+    #[inline]
+    fn time(&self, field: &str, value: Timestamp) -> Result<()> {
+        if value < EARLIEST || value >= LATEST {
+            return Err(self.fail(
+                field,
+                format!("{value} is outside {EARLIEST} .. {LATEST} (the years 2000 to 2099)"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A slice count's denominator: 1 up to [`MAX_SLICES`].
+    #[inline]
+    fn max_slices(&self, field: &str, max_slices: i32) -> Result<()> {
+        if max_slices > MAX_SLICES {
+            return Err(self.fail(
+                field,
+                format!("must be at most {MAX_SLICES} (the slices of one GPU), got {max_slices}"),
+            ));
+        }
+        self.at_least(field, max_slices.into(), 1)
+    }
+
+    /// A GE amount: `slices/max_slices`, both positive, at most
+    /// [`MAX_SLICES`] slices to a GPU.
     fn ge(&self, slices: i32, max_slices: i32) -> Result<()> {
         self.at_least("slices", slices.into(), 1)?;
-        self.at_least("max_slices", max_slices.into(), 1)
+        self.max_slices("max_slices", max_slices)
     }
 
     /// A physical device: at most all of its GPU.
@@ -85,8 +118,8 @@ impl Check<'_> {
         if slices < 1 {
             self.at_least(&format!("{prefix}slices"), slices.into(), 1)?;
         }
-        if max_slices < 1 {
-            self.at_least(&format!("{prefix}max_slices"), max_slices.into(), 1)?;
+        if !(1..=MAX_SLICES).contains(&max_slices) {
+            self.max_slices(&format!("{prefix}max_slices"), max_slices)?;
         }
         if slices > max_slices {
             return Err(self.fail(
@@ -109,7 +142,14 @@ impl Check<'_> {
         }
     }
 
-    fn envelope(&self, event_id: &str, source: &str, cluster: &str) -> Result<()> {
+    fn envelope(
+        &self,
+        event_id: &str,
+        event_time: Timestamp,
+        source: &str,
+        cluster: &str,
+    ) -> Result<()> {
+        self.time("event_time", event_time)?;
         self.text("event_id", event_id)?;
         self.text("source", source)?;
         self.text("cluster", cluster)
@@ -145,7 +185,7 @@ impl SampleRecord<'_> {
             event_type: EventType::GpuSample,
             event_id: self.event_id,
         };
-        c.envelope(self.event_id, self.source, self.cluster)?;
+        c.envelope(self.event_id, self.event_time, self.source, self.cluster)?;
         c.sample(self)
     }
 }
@@ -158,7 +198,7 @@ impl Event {
             event_type: self.event_type(),
             event_id: &env.event_id,
         };
-        c.envelope(&env.event_id, &env.source, &env.cluster)?;
+        c.envelope(&env.event_id, env.event_time, &env.source, &env.cluster)?;
         match &self.body {
             EventBody::NodeInventory(e) => {
                 c.text("pool", &e.pool)?;
@@ -223,7 +263,7 @@ impl Event {
                 match (e.requested_slices, e.requested_max_slices) {
                     (Some(s), Some(m)) => {
                         c.at_least("requested_slices", s.into(), 1)?;
-                        c.at_least("requested_max_slices", m.into(), 1)?;
+                        c.max_slices("requested_max_slices", m)?;
                     }
                     (None, None) => {}
                     (Some(_), None) => {
@@ -255,6 +295,8 @@ impl Event {
                 c.text("reservation_id", &e.reservation_id)?;
                 c.text("tenant", &e.tenant)?;
                 c.ge(e.slices, e.max_slices)?;
+                c.time("start", e.start)?;
+                c.time("end", e.end)?;
                 if e.end <= e.start {
                     return Err(c.fail("end", format!("{} is not after start {}", e.end, e.start)));
                 }
@@ -279,6 +321,7 @@ impl Event {
             EventBody::PriceBook(e) => {
                 c.opt_text("pool", &e.pool)?;
                 c.at_least("version", e.version, 0)?;
+                c.time("effective_from", e.effective_from)?;
                 c.text("currency", &e.currency)?;
                 if e.rates.is_empty() {
                     return Err(c.fail("rates", "must list at least one model"));
@@ -316,6 +359,8 @@ impl Event {
                 c.text("pool", &e.pool)?;
                 c.text("tenant", &e.tenant)?;
                 c.not_negative("quantity", &e.quantity)?;
+                c.time("start", e.start)?;
+                c.time("end", e.end)?;
                 if e.end < e.start {
                     return Err(c.fail("end", format!("{} is before start {}", e.end, e.start)));
                 }

@@ -3,7 +3,10 @@ would (the extended protocol, parameters bound by the server).
 
 Usage: pg_client.py HOST PORT PASSWORD < queries.json
 
-queries.json is a list of {"sql": ..., "params": [...]} (params optional).
+queries.json is a list of {"sql": ..., "params": [...], "protocol": ...}
+(params and protocol optional). A query without parameters goes by the
+simple query protocol, unless "protocol" is "extended"; one with
+parameters always by the extended one.
 Prints one JSON list: for each query either {"columns": [...], "types":
 [...], "rows": [[...], ...]} with every value as text (None as null), or
 {"error": message, "sqlstate": code}. A refused login prints
@@ -42,7 +45,14 @@ def main():
         for query in queries:
             try:
                 with conn.cursor() as cur:
-                    cur.execute(query["sql"], query.get("params"))
+                    params = query.get("params")
+                    sql = query["sql"]
+                    if params is None and query.get("protocol") == "extended":
+                        # Parameters, none of them, for the extended
+                        # protocol; a literal % is then written %%.
+                        params = ()
+                        sql = sql.replace("%", "%%")
+                    cur.execute(sql, params)
                     columns = [d.name for d in cur.description or []]
                     types = [d.type_code for d in cur.description or []]
                     rows = [[as_text(v) for v in row] for row in cur.fetchall()] if cur.description else []

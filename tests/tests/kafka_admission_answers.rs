@@ -81,7 +81,7 @@ async fn kafka_answers_given_before_the_commit_are_the_decisions_committed() {
     };
 
     let (mut processor, api) = start();
-    let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), SETUP);
+    let (status, body) = post(&format!("{api}/v1/events?mode=import"), Some(ADMIN), SETUP);
     assert_eq!(status, 200, "{body}");
     let mut answers = BTreeMap::new();
     let mut answer = |api: &str, i: usize| {

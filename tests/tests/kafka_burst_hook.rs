@@ -94,7 +94,7 @@ async fn kafka_burst_hook_posts_the_decision_and_retries() {
         "processor.log",
     );
     let api = processor.wait_for_line("control API listening on ", Duration::from_secs(60));
-    let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), SETUP);
+    let (status, body) = post(&format!("{api}/v1/events?mode=import"), Some(ADMIN), SETUP);
     assert_eq!(status, 200, "{body}");
     // The one GPU is team-a's quota: a second GPU is burst with no spare
     // left, so on-demand capacity is asked for.

@@ -27,7 +27,7 @@ fn processor(bootstrap: &str, prefix: &str, work: &std::path::Path, run: u32) ->
 fn post_until_accepted(api: &str, body: &str) {
     let deadline = Instant::now() + Duration::from_secs(240);
     loop {
-        let sent = ureq::post(&format!("{api}/v1/events"))
+        let sent = ureq::post(&format!("{api}/v1/events?mode=import"))
             .set("Authorization", &format!("Bearer {ADMIN}"))
             .timeout(Duration::from_secs(150))
             .send_string(body);

@@ -41,7 +41,7 @@ async fn kafka_control_api_appends_events_and_answers_admissions() {
         "processor.log",
     );
     let api = processor.wait_for_line("control API listening on ", Duration::from_secs(60));
-    let events = format!("{api}/v1/events");
+    let events = format!("{api}/v1/events?mode=import");
     let admission = format!("{api}/v1/admission");
 
     // No token, no entry.

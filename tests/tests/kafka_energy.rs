@@ -173,7 +173,11 @@ async fn kafka_energy_and_idle_time_from_the_samples() {
         clock,
     ]
     .join("\n");
-    let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), &ledger);
+    let (status, body) = post(
+        &format!("{api}/v1/events?mode=import"),
+        Some(ADMIN),
+        &ledger,
+    );
     assert_eq!(status, 200, "{body}");
     wait_for_month_end(&base_url, 1);
 

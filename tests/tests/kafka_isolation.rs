@@ -218,7 +218,11 @@ async fn kafka_a_team_lead_reads_only_its_tenant() {
     );
     let examples = gpuledger_tests::shared_examples();
     let ledger = std::fs::read_to_string(examples.join("mig-quota-basics.ndjson")).unwrap();
-    let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), &ledger);
+    let (status, body) = post(
+        &format!("{api}/v1/events?mode=import"),
+        Some(ADMIN),
+        &ledger,
+    );
     assert_eq!(status, 200, "{body}");
     eventually(
         "the whole example in history",

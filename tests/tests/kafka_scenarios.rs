@@ -25,7 +25,11 @@ async fn statement_of(file: &str) -> (serde_json::Value, String) {
     let path = gpuledger_tests::tests_dir().join("scenarios").join(file);
     let ledger = std::fs::read_to_string(&path).unwrap();
     let events = ledger.lines().count();
-    let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), &ledger);
+    let (status, body) = post(
+        &format!("{api}/v1/events?mode=import"),
+        Some(ADMIN),
+        &ledger,
+    );
     assert_eq!(status, 200, "{file}: {body}");
     // Every event applied (none rejected), and the month's end in history.
     let clocks = ledger.lines().filter(|l| l.contains("\"Clock\"")).count() as u64;

@@ -61,7 +61,11 @@ async fn kafka_simulated_jobs_are_admitted_and_allocated() {
         ],
     );
     // The inventories are in: the pool exists; the policies may follow.
-    let (status, answer) = post(&format!("{api}/v1/events"), Some(ADMIN), &setup.join("\n"));
+    let (status, answer) = post(
+        &format!("{api}/v1/events?mode=import"),
+        Some(ADMIN),
+        &setup.join("\n"),
+    );
     assert_eq!(status, 200, "{answer}");
     let requests = summary["admission_requests"].as_i64().unwrap();
     let job_events = summary["job_events"].as_i64().unwrap();
@@ -173,7 +177,11 @@ async fn kafka_a_simulated_scheduler_asks_the_control_api() {
             env("pol-vision")
         ),
     ];
-    let (status, answer) = post(&format!("{api}/v1/events"), Some(ADMIN), &setup.join("\n"));
+    let (status, answer) = post(
+        &format!("{api}/v1/events?mode=import"),
+        Some(ADMIN),
+        &setup.join("\n"),
+    );
     assert_eq!(status, 200, "{answer}");
 
     let summary = simulate(

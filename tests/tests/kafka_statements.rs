@@ -33,7 +33,11 @@ async fn kafka_worked_example_statement_through_the_whole_pipeline() {
         &std::fs::read_to_string(examples().join("mig-quota-basics.statement.json")).unwrap(),
     )
     .unwrap();
-    let (status, body) = post(&format!("{api}/v1/events"), Some(ADMIN), &ledger);
+    let (status, body) = post(
+        &format!("{api}/v1/events?mode=import"),
+        Some(ADMIN),
+        &ledger,
+    );
     assert_eq!(status, 200, "{body}");
 
     let url = format!("{base_url}/v1/statements?period=2026-11");

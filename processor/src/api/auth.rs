@@ -4,7 +4,7 @@
 use axum::http::{HeaderMap, StatusCode, header};
 use gpuledger_schemas::{Event, EventBody, EventType};
 
-pub use gpuledger_common::auth::{Role, TokenSpec, Tokens};
+pub use gpuledger_common::auth::{Role, TokenArg, TokenSpec, Tokens};
 
 use super::{ApiError, ApiState};
 

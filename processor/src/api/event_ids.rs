@@ -26,6 +26,13 @@ impl EventIds {
         }
     }
 
+    /// `api-<micros>-<instance>-<sequence>`: for an event a caller sent
+    /// without an idempotency key.
+    pub(super) fn fresh(&self, now: Timestamp) -> String {
+        let sequence = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("api-{}-{}-{sequence}", now.as_micros(), self.instance)
+    }
+
     /// `api-<type>-<key>-<micros>-<instance>-<sequence>`.
     pub(super) fn make(&self, body: &EventBody, now: Timestamp) -> String {
         let sequence = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

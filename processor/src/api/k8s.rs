@@ -33,6 +33,9 @@ pub struct PodAsk {
 /// Annotation naming a pod's pool.
 pub const POOL_ANNOTATION: &str = "gpuledger.io/pool";
 
+/// The most GPUs one pod may ask for, counted in whole GPUs.
+pub const MAX_GPUS: i64 = 1024;
+
 /// GPU-equivalents one container asks for, as slices of `max_slices`.
 fn container_slices(container: &Value, max_slices: i32) -> Result<i64, String> {
     let resources = &container["resources"];
@@ -47,27 +50,69 @@ fn container_slices(container: &Value, max_slices: i32) -> Result<i64, String> {
     }
     let mut slices = 0i64;
     for (name, value) in asked {
-        let count: i64 = match &value {
-            Value::String(s) => s
-                .parse()
-                .map_err(|_| format!("resource {name} = {s:?} is not a whole number"))?,
-            Value::Number(n) => n
-                .as_i64()
-                .ok_or_else(|| format!("resource {name} = {n} is not a whole number"))?,
-            _ => continue,
-        };
-        if name == "nvidia.com/gpu" {
-            slices += count * i64::from(max_slices);
+        let per: i64 = if name == "nvidia.com/gpu" {
+            i64::from(max_slices)
         } else if let Some(profile) = name.strip_prefix("nvidia.com/mig-") {
             // `1g.18gb` → 1 slice; `3g.71gb` → 3.
-            let per: i64 = profile
+            profile
                 .split_once('g')
                 .and_then(|(n, _)| n.parse().ok())
-                .ok_or_else(|| format!("MIG resource {name} has no slice count (expected e.g. nvidia.com/mig-1g.18gb)"))?;
-            slices += count * per;
+                .filter(|per| (1..=i64::from(max_slices)).contains(per))
+                .ok_or_else(|| format!("MIG resource {name} has no slice count of 1 to {max_slices} (expected e.g. nvidia.com/mig-1g.18gb)"))?
+        } else {
+            continue;
+        };
+        let count: i64 = match &value {
+            Value::String(s) => s.parse().ok(),
+            Value::Number(n) => n.as_i64(),
+            _ => None,
         }
+        .filter(|c| (0..=MAX_GPUS * i64::from(max_slices)).contains(c))
+        .ok_or_else(|| {
+            format!("resource {name} = {value} is not a whole number from 0 to {MAX_GPUS} GPUs")
+        })?;
+        slices = count
+            .checked_mul(per)
+            .and_then(|s| slices.checked_add(s))
+            .filter(|s| *s <= MAX_GPUS * i64::from(max_slices))
+            .ok_or_else(|| too_many(max_slices))?;
     }
     Ok(slices)
+}
+
+fn too_many(max_slices: i32) -> String {
+    format!(
+        "the pod asks for more than {MAX_GPUS} GPUs ({} slices of {max_slices})",
+        MAX_GPUS * i64::from(max_slices)
+    )
+}
+
+/// The pod's effective GPU request in slices, as Kubernetes sums a pod's
+/// resources: its containers together with its sidecars (init containers
+/// with `restartPolicy: Always`, which keep running), or, if larger, the
+/// most any one init container needs alongside the sidecars started
+/// before it.
+fn pod_slices(spec: &Value, max_slices: i32) -> Result<i64, String> {
+    let limit = MAX_GPUS * i64::from(max_slices);
+    let add = |a: i64, b: i64| {
+        a.checked_add(b)
+            .filter(|s| *s <= limit)
+            .ok_or_else(|| too_many(max_slices))
+    };
+    let mut containers = 0i64;
+    for c in spec["containers"].as_array().into_iter().flatten() {
+        containers = add(containers, container_slices(c, max_slices)?)?;
+    }
+    let (mut sidecars, mut init) = (0i64, 0i64);
+    for c in spec["initContainers"].as_array().into_iter().flatten() {
+        let own = container_slices(c, max_slices)?;
+        if c["restartPolicy"].as_str() == Some("Always") {
+            sidecars = add(sidecars, own)?;
+        } else {
+            init = init.max(add(sidecars, own)?);
+        }
+    }
+    Ok(add(containers, sidecars)?.max(init))
 }
 
 /// Reads a review. `Ok(None)` for pods that ask for no GPU.
@@ -83,16 +128,7 @@ pub fn read_review(review: &Value, mapping: &K8sMapping) -> Result<Option<PodAsk
     let pod = &request["object"];
     let spec = &pod["spec"];
     let max_slices = mapping.max_slices.max(1);
-    let sum = |key: &str| -> Result<Vec<i64>, String> {
-        spec[key]
-            .as_array()
-            .map(|cs| cs.iter().map(|c| container_slices(c, max_slices)).collect())
-            .unwrap_or_else(|| Ok(Vec::new()))
-    };
-    // Kubernetes' effective request: Σ containers, or the largest init container if more.
-    let containers: i64 = sum("containers")?.iter().sum();
-    let init = sum("initContainers")?.into_iter().max().unwrap_or(0);
-    let slices = containers.max(init);
+    let slices = pod_slices(spec, max_slices)?;
     if slices == 0 {
         return Ok(None);
     }
@@ -204,5 +240,55 @@ mod tests {
         let err = read_review(&review(spec), &mapping()).unwrap_err();
         assert!(err.contains("nvidia.com/gpu"), "{err}");
         assert!(read_review(&serde_json::json!({"request": {}}), &mapping()).is_err());
+    }
+
+    #[test]
+    fn sidecars_add_to_the_containers_and_to_later_init_containers() {
+        let gpu = |n: i64| serde_json::json!({"limits": {"nvidia.com/gpu": n.to_string()}});
+        let spec = serde_json::json!({
+            "initContainers": [
+                {"name": "side", "restartPolicy": "Always", "resources": gpu(1)},
+                {"name": "setup", "resources": gpu(2)},
+            ],
+            "containers": [{"name": "main", "resources": gpu(1)}],
+        });
+        // main 1 + sidecar 1 = 2; setup 2 + the sidecar before it = 3.
+        let ask = read_review(&review(spec), &mapping()).unwrap().unwrap();
+        assert_eq!(ask.slices, 3 * 7);
+        let spec = serde_json::json!({
+            "initContainers": [{"name": "side", "restartPolicy": "Always", "resources": gpu(2)}],
+            "containers": [{"name": "main", "resources": gpu(3)}],
+        });
+        assert_eq!(
+            read_review(&review(spec), &mapping())
+                .unwrap()
+                .unwrap()
+                .slices,
+            5 * 7
+        );
+    }
+
+    #[test]
+    fn gpu_counts_are_bounded_without_overflow() {
+        let gpu = |n: &str| serde_json::json!({"limits": {"nvidia.com/gpu": n}});
+        let one = |n: &str| serde_json::json!({"containers": [{"name": "a", "resources": gpu(n)}]});
+        assert_eq!(
+            read_review(&review(one("1024")), &mapping())
+                .unwrap()
+                .unwrap()
+                .slices,
+            1024 * 7
+        );
+        for n in ["1025", "-1", "9223372036854775807", "99999999999999999999"] {
+            let err = read_review(&review(one(n)), &mapping()).unwrap_err();
+            assert!(err.contains("1024"), "{n}: {err}");
+        }
+        // Many containers of 1,000 each: the sum is refused, not wrapped.
+        let many: Vec<Value> = (0..10)
+            .map(|i| serde_json::json!({"name": format!("c{i}"), "resources": gpu("1000")}))
+            .collect();
+        let err =
+            read_review(&review(serde_json::json!({"containers": many})), &mapping()).unwrap_err();
+        assert!(err.contains("more than 1024 GPUs"), "{err}");
     }
 }

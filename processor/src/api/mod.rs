@@ -2,6 +2,7 @@
 //! admission answers out. Every route but `/healthz` needs a bearer token.
 
 pub mod auth;
+pub mod envelopes;
 mod event_ids;
 pub mod k8s;
 mod views;
@@ -22,11 +23,13 @@ use serde::Deserialize;
 use tokio::sync::Mutex;
 
 use auth::{Tokens, acting_tenant, may_append, require_scheduler, require_writer, role};
+use envelopes::{Mode, Skew};
 use event_ids::EventIds;
 use k8s::K8sMapping;
 use views::{dry_run_decision, get_availability, get_tenant};
 
 use crate::answers::{Answer, Key, Waiters};
+use crate::ledger::ReservationLimits;
 use crate::ledger_worker::SharedLedgers;
 
 /// Shared state of the handlers.
@@ -40,6 +43,10 @@ pub struct ApiState {
     pub k8s: Arc<K8sMapping>,
     /// The ledger worker's state, read for availability, tenant views and dry runs.
     pub ledgers: SharedLedgers,
+    /// How far an admin's event times may be from this clock.
+    pub skew: Skew,
+    /// The bounds of reservation requests, as the ledger has them.
+    pub reservations: ReservationLimits,
     ids: Arc<EventIds>,
 }
 
@@ -74,6 +81,8 @@ impl ApiState {
             waiters: Waiters::default(),
             cluster: cluster.to_owned(),
             admission_timeout,
+            skew: Skew::default(),
+            reservations: ReservationLimits::default(),
             ids: Arc::new(EventIds::new()),
         })
     }
@@ -139,15 +148,33 @@ impl From<gpuledger_common::kafka::Error> for ApiError {
     }
 }
 
+/// Query of `POST /v1/events`.
+#[derive(Debug, Deserialize)]
+struct EventsQuery {
+    /// `live` (the default) or `import` ([`envelopes::Mode`]).
+    #[serde(default)]
+    mode: Option<String>,
+}
+
 /// `POST /v1/events`: NDJSON ledger events. Every line is checked first;
 /// one bad line refuses the whole body (naming the line and the field), so
-/// nothing is half-appended.
+/// nothing is half-appended. The envelope is the API's for callers the
+/// ledger does not trust with it ([`envelopes`]).
 async fn post_events(
     State(state): State<ApiState>,
     headers: HeaderMap,
+    Query(query): Query<EventsQuery>,
     body: String,
 ) -> Result<Response, ApiError> {
     let role = role(&state, &headers)?.clone();
+    let mode: Mode = match query.mode.as_deref() {
+        None => Mode::Live,
+        Some(text) => text.parse().map_err(|message| ApiError {
+            status: StatusCode::BAD_REQUEST,
+            body: serde_json::json!({ "error": message, "field": "mode" }),
+        })?,
+    };
+    let now = Timestamp::now();
     let mut events = Vec::new();
     for (index, line) in body
         .lines()
@@ -159,20 +186,35 @@ async fn post_events(
             status,
             body: serde_json::json!({ "error": message, "line": line_no, "field": field }),
         };
-        let event = Event::from_json_str(line).map_err(|e| {
+        let bad = |e: gpuledger_schemas::Error| {
             refuse(
                 StatusCode::BAD_REQUEST,
                 format!("line {line_no}: {e}"),
                 e.field_name(),
             )
-        })?;
-        event.validate().map_err(|e| {
-            refuse(
-                StatusCode::BAD_REQUEST,
-                format!("line {line_no}: {e}"),
-                e.field_name(),
-            )
-        })?;
+        };
+        let mut value: serde_json::Value = match serde_json::from_str(line) {
+            Ok(value) => value,
+            Err(_) => return Err(bad(Event::from_json_str(line).unwrap_err())),
+        };
+        if let Some(object) = value.as_object_mut() {
+            let fresh = || state.ids.fresh(now);
+            envelopes::settle(object, &role, mode, state.skew, now, &state.cluster, fresh)
+                .map_err(|r| {
+                    let status = if r.field == "mode" {
+                        StatusCode::FORBIDDEN
+                    } else {
+                        StatusCode::BAD_REQUEST
+                    };
+                    refuse(
+                        status,
+                        format!("line {line_no}: {}", r.message),
+                        Some(r.field),
+                    )
+                })?;
+        }
+        let event = Event::from_json_value(&value).map_err(bad)?;
+        event.validate().map_err(bad)?;
         if event.event_type().topic() != Topic::Ledger {
             return Err(refuse(
                 StatusCode::BAD_REQUEST,
@@ -185,6 +227,15 @@ async fn post_events(
         }
         may_append(&role, &event)
             .map_err(|m| refuse(StatusCode::FORBIDDEN, format!("line {line_no}: {m}"), None))?;
+        if let EventBody::ReservationRequest(r) = &event.body {
+            within_limits(&state, r, now).map_err(|(field, m)| {
+                refuse(
+                    StatusCode::BAD_REQUEST,
+                    format!("line {line_no}: {m}"),
+                    Some(field),
+                )
+            })?;
+        }
         events.push(event);
     }
     if events.is_empty() {
@@ -193,20 +244,36 @@ async fn post_events(
             "no events in the body (one JSON event per line)",
         ));
     }
-    let mut producer = state.producer.lock().await;
+    // The producer is held only to queue each event, never for a wait: an
+    // admission posted meanwhile is queued between two of these events.
+    let mut deliveries = Vec::with_capacity(events.len());
+    let all_partitions = state.producer.lock().await.partitions(Topic::Ledger)?;
     for event in &events {
         match &event.body {
             // A book for every pool goes to every ledger partition, so each
             // partition's state machine prices its own pools (DESIGN §11).
             EventBody::PriceBook(book) if book.pool.is_none() => {
-                for partition in producer.partitions(Topic::Ledger)? {
-                    producer.send_to(event, Some(partition)).await?;
+                for partition in &all_partitions {
+                    let producer = state.producer.lock().await;
+                    deliveries.push(producer.queue_to(event, Some(*partition)).await?);
                 }
             }
-            _ => producer.send(event).await?,
+            _ => {
+                let producer = state.producer.lock().await;
+                deliveries.push(producer.queue(event).await?);
+            }
         }
     }
-    producer.flush(Duration::from_secs(30)).await?;
+    let settled = futures::future::join_all(deliveries.into_iter().map(|d| d.settled()));
+    match tokio::time::timeout(Duration::from_secs(30), settled).await {
+        Ok(results) => results.into_iter().collect::<Result<(), _>>()?,
+        Err(_) => {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the broker did not acknowledge the events within 30 s; post them again (ids make a retry safe)",
+            ));
+        }
+    }
     Ok(Json(serde_json::json!({ "accepted": events.len() })).into_response())
 }
 
@@ -294,12 +361,43 @@ async fn post_reservation(
         start: request.start,
         end: request.end,
     });
+    if let EventBody::ReservationRequest(r) = &event.body {
+        within_limits(&state, r, event.envelope.event_time).map_err(|(field, message)| {
+            ApiError {
+                status: StatusCode::BAD_REQUEST,
+                body: serde_json::json!({ "error": message, "field": field }),
+            }
+        })?;
+    }
     let cause = Key::Cause(event.envelope.event_id.to_string());
     let answer = append_and_wait(&state, &event, cause, |d| {
         matches!(&d.body, EventBody::ReservationDecision(_))
     })
     .await?;
     Ok(Json(answer.to_json_value()).into_response())
+}
+
+/// Whether reservation `r`, asked for at `now`, is within the limits the
+/// ledger would reject it past: its window, and the tenant's open
+/// reservations as this process's ledgers know them. The field past one
+/// and why.
+fn within_limits(
+    state: &ApiState,
+    r: &ReservationRequest,
+    now: Timestamp,
+) -> Result<(), (&'static str, String)> {
+    state.reservations.check_window(r, now)?;
+    let open = state
+        .ledgers
+        .read()
+        .map(|ledgers| {
+            ledgers
+                .values()
+                .map(|l| l.open_reservations(&r.pool, &r.tenant))
+                .sum()
+        })
+        .unwrap_or(0);
+    state.reservations.check_open(&r.tenant, open)
 }
 
 /// Query of `DELETE /v1/reservations/{id}`.

@@ -125,14 +125,15 @@ pub(super) fn ledger(
             }
             apply(event(policy)?, &mut ledger)?;
         }
-        // One reservation per pool, days 10 to 13, for a tenant's big run.
+        // One reservation per pool, days 10 to 13, for a tenant's big run
+        // (one tenant in each pool).
         let res_start = start + 9 * 86_400 * MICROS;
         if res_start + 3 * 86_400 * MICROS <= end {
             apply(
                 event(
                     json!({"type":"ReservationRequest","event_id":format!("gen-reservation-{p}"),
                     "event_time":time_text(start),"source":"gpuledger-admin","cluster":CLUSTER,
-                    "pool":pool,"reservation_id":format!("gen-r-{pool}"),"tenant":TENANTS[1],
+                    "pool":pool,"reservation_id":format!("gen-r-{pool}"),"tenant":TENANTS[1 + p % 2],
                     "slices":(capacity / 8).max(1),"max_slices":1,
                     "start":time_text(res_start),"end":time_text(res_start + 3 * 86_400 * MICROS)}),
                 )?,
@@ -201,6 +202,23 @@ pub(super) fn ledger(
                     )?,
                     &mut ledger,
                 )?;
+                // At midnight, each tenant's storage of the day before.
+                if (at - start) % (86_400 * MICROS) == 0 {
+                    let day = (at - start) / (86_400 * MICROS);
+                    for (t, tenant) in TENANTS.iter().enumerate() {
+                        let gb =
+                            100 + pick(config.seed, &[5, pool as u64, t as u64, day as u64], 900);
+                        apply(
+                            event(json!({"type":"UsageRecord",
+                                "event_id":format!("gen-usage-{name}-{tenant}-{day}"),
+                                "event_time":time_text(at),"source":"storage-meter","cluster":CLUSTER,
+                                "pool":name,"tenant":tenant,"kind":"storage_gb_hours",
+                                "quantity":(gb * 24).to_string(),
+                                "start":time_text(at - 86_400 * MICROS),"end":time_text(at)}))?,
+                            &mut ledger,
+                        )?;
+                    }
+                }
                 push(&mut queue, at + 3600 * MICROS, Step::Clock { pool });
             }
             Step::Request { gpu, job, attempt } => {

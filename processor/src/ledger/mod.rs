@@ -46,6 +46,7 @@ use serde::{Deserialize, Serialize};
 use gpuledger_schemas::by_name::same_text;
 
 pub use ge::Ge;
+pub use reservations::ReservationLimits;
 pub use views::{TenantInPool, Window};
 
 use capacity::PoolInventory;
@@ -95,12 +96,17 @@ pub const DEFAULT_HOLD_TTL_MICROS: i64 = 15 * 60 * 1_000_000;
 pub struct LedgerConfig {
     /// Admission hold lifetime before the attempt starts, microseconds.
     pub hold_ttl_micros: i64,
+    /// How long, how far ahead and how many reservations a tenant may
+    /// ask for (a snapshot from before they were set has the defaults).
+    #[serde(default)]
+    pub reservations: ReservationLimits,
 }
 
 impl Default for LedgerConfig {
     fn default() -> Self {
         Self {
             hold_ttl_micros: DEFAULT_HOLD_TTL_MICROS,
+            reservations: ReservationLimits::default(),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! every instant of the window (no double booking); cancelled ones end at
 //! the cancel and reclassify then.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::events::{ReservationCancel, ReservationOutcome, ReservationRequest};
@@ -12,12 +12,89 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::{Ge, Ledger, Pool, Reservation, timers};
 
+/// How long, how far ahead and how many reservations a tenant may ask for
+/// (docs/security.md): the ledger rejects a request past them, and the
+/// control API refuses one before it is appended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReservationLimits {
+    /// The longest window, microseconds.
+    pub max_length_micros: i64,
+    /// How far after now a window may start, microseconds.
+    pub max_ahead_micros: i64,
+    /// Reservations a tenant may hold open (confirmed, not yet over) in a
+    /// pool.
+    pub max_open_per_tenant: usize,
+}
+
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+
+impl Default for ReservationLimits {
+    /// 90 days long, starting within a year, 100 open.
+    fn default() -> Self {
+        Self {
+            max_length_micros: 90 * MICROS_PER_DAY,
+            max_ahead_micros: 365 * MICROS_PER_DAY,
+            max_open_per_tenant: 100,
+        }
+    }
+}
+
+impl ReservationLimits {
+    /// Whether `r`'s window is within the limits at `now`: the field past
+    /// one and why.
+    pub fn check_window(
+        &self,
+        r: &ReservationRequest,
+        now: Timestamp,
+    ) -> Result<(), (&'static str, String)> {
+        let days = |micros: i64| micros / MICROS_PER_DAY;
+        let length = r.end.as_micros().saturating_sub(r.start.as_micros());
+        if length > self.max_length_micros {
+            return Err((
+                "end",
+                format!(
+                    "too_long: the window is {} days long; at most {} days (--reservation-max-days)",
+                    days(length),
+                    days(self.max_length_micros)
+                ),
+            ));
+        }
+        let ahead = r.start.as_micros().saturating_sub(now.as_micros());
+        if ahead > self.max_ahead_micros {
+            return Err((
+                "start",
+                format!(
+                    "too_far_ahead: the window starts {} days from now ({now}); at most {} days (--reservation-max-ahead-days)",
+                    days(ahead),
+                    days(self.max_ahead_micros)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether `tenant` may open one more reservation when it holds `open`.
+    pub fn check_open(&self, tenant: &str, open: usize) -> Result<(), (&'static str, String)> {
+        if open >= self.max_open_per_tenant {
+            return Err((
+                "reservation_id",
+                format!(
+                    "too_many_open: {tenant} holds {open} open reservations in this pool; at most {} (--reservation-max-open)",
+                    self.max_open_per_tenant
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 pub(crate) fn request(
     ledger: &mut Ledger,
     r: &ReservationRequest,
     out: &mut Decisions<'_>,
 ) -> Result<(), String> {
     let now = ledger.current();
+    let limits = ledger.config.reservations;
     let pool = ledger.pool_mut(&r.pool)?;
     let g = Ge::of(r.slices, r.max_slices);
     if let Some(existing) = pool.reservations.get(&r.reservation_id) {
@@ -58,6 +135,16 @@ pub(crate) fn request(
             .insert(r.reservation_id.clone(), reservation);
         return Ok(());
     }
+    let open = pool.reservations.open_of(&r.tenant);
+    let limited = limits
+        .check_window(r, now)
+        .and_then(|()| limits.check_open(&r.tenant, open));
+    if let Err((_, reason)) = limited {
+        out.reservation(r, ReservationOutcome::Rejected, &reason);
+        pool.reservations
+            .insert(r.reservation_id.clone(), reservation);
+        return Ok(());
+    }
     match first_conflict(pool, reservation.start, r.end, &g) {
         Some(reason) => {
             out.reservation(r, ReservationOutcome::Rejected, &reason);
@@ -73,48 +160,74 @@ pub(crate) fn request(
     Ok(())
 }
 
+/// The GE booked by confirmed reservations over [from, to), as steps:
+/// `(at, booked)`, each in force until the next step's `at` (the last
+/// until `to`), the first at `from`. One sorted sweep over the window's
+/// edges: O(R log R) for R reservations.
+pub(crate) fn booked_steps<'a>(
+    reservations: impl Iterator<Item = &'a Reservation>,
+    from: Timestamp,
+    to: Timestamp,
+) -> Vec<(Timestamp, Ge)> {
+    let mut booked = Ge::zero();
+    // (instant, whether it is an end, GE); the edges of one instant make
+    // one step.
+    let mut edges: Vec<(Timestamp, bool, &Ge)> = Vec::new();
+    for r in reservations.filter(|r| r.confirmed && r.start < to && r.effective_end() > from) {
+        if r.start <= from {
+            booked += &r.ge;
+        } else {
+            edges.push((r.start, false, &r.ge));
+        }
+        if r.effective_end() < to {
+            edges.push((r.effective_end(), true, &r.ge));
+        }
+    }
+    edges.sort_by_key(|(at, _, _)| *at);
+    let mut steps = vec![(from, booked.clone())];
+    for (at, is_end, ge) in edges {
+        if is_end {
+            booked -= ge;
+        } else {
+            booked += ge;
+        }
+        match steps.last_mut() {
+            Some(last) if last.0 == at => last.1 = booked.clone(),
+            _ => steps.push((at, booked.clone())),
+        }
+    }
+    steps
+}
+
 /// Checks Σ confirmed overlapping reservations + g ≤ spare at every instant
 /// of [start, end); spare is taken at decision time, constant over the window.
 fn first_conflict(pool: &Pool, start: Timestamp, end: Timestamp, g: &Ge) -> Option<String> {
     let spare = pool.spare();
-    let confirmed: Vec<(&String, &Reservation)> = pool
+    let steps = booked_steps(pool.reservations.values(), start, end);
+    let (at, booked) = steps
+        .into_iter()
+        .find(|(_, booked)| booked.clone() + g.clone() > spare)?;
+    // Who holds it then, and until when: only for the reason's text.
+    let overlapping: Vec<(&String, &Reservation)> = pool
         .reservations
         .iter()
-        .filter(|(_, r)| r.confirmed && r.start < end && r.effective_end() > start)
+        .filter(|(_, r)| r.active_at(at))
         .collect();
-    // The booked sum only rises where a reservation starts.
-    let mut points: BTreeSet<Timestamp> = BTreeSet::from([start]);
-    points.extend(
-        confirmed
-            .iter()
-            .map(|(_, r)| r.start)
-            .filter(|s| *s > start && *s < end),
-    );
-    for at in points {
-        let overlapping: Vec<&(&String, &Reservation)> = confirmed
-            .iter()
-            .filter(|(_, r)| r.start <= at && at < r.effective_end())
-            .collect();
-        let booked: Ge = overlapping.iter().map(|(_, r)| r.ge.clone()).sum();
-        if booked.clone() + g.clone() > spare {
-            let until = overlapping
-                .iter()
-                .map(|(_, r)| r.effective_end())
-                .min()
-                .unwrap_or(end)
-                .min(end);
-            let ids: Vec<&str> = overlapping.iter().map(|(id, _)| id.as_str()).collect();
-            return Some(format!(
-                "conflict over [{at}, {until}): {booked} GE booked by {} + {g} GE requested exceeds spare {spare} GE",
-                if ids.is_empty() {
-                    "nobody".to_owned()
-                } else {
-                    ids.join(", ")
-                }
-            ));
+    let until = overlapping
+        .iter()
+        .map(|(_, r)| r.effective_end())
+        .min()
+        .unwrap_or(end)
+        .min(end);
+    let ids: Vec<&str> = overlapping.iter().map(|(id, _)| id.as_str()).collect();
+    Some(format!(
+        "conflict over [{at}, {until}): {booked} GE booked by {} + {g} GE requested exceeds spare {spare} GE",
+        if ids.is_empty() {
+            "nobody".to_owned()
+        } else {
+            ids.join(", ")
         }
-    }
-    None
+    ))
 }
 
 pub(crate) fn cancel(
@@ -214,6 +327,14 @@ impl Reservations {
         self.by_id.values()
     }
 
+    /// How many reservations `tenant` holds open: confirmed and not over.
+    pub(crate) fn open_of(&self, tenant: &str) -> usize {
+        self.by_id
+            .values()
+            .filter(|r| r.confirmed && !r.closed && r.cancelled_at.is_none() && r.tenant == tenant)
+            .count()
+    }
+
     /// Every reservation with its id, in id order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&String, &Reservation)> {
         self.by_id.iter()
@@ -271,5 +392,177 @@ impl<'de> Deserialize<'de> for Reservations {
         };
         reservations.find_next_edge();
         Ok(reservations)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gpuledger_schemas::{Event, EventBody};
+
+    use super::super::tests_support::*;
+    use super::super::{LedgerConfig, Outcome, Position};
+    use super::*;
+
+    /// The booked sum at `at`, reservation by reservation.
+    fn booked_at(reservations: &[Reservation], at: Timestamp) -> Ge {
+        reservations
+            .iter()
+            .filter(|r| r.active_at(at))
+            .map(|r| r.ge.clone())
+            .sum()
+    }
+
+    fn reservation(start: i64, end: i64, slices: i32, confirmed: bool) -> Reservation {
+        Reservation {
+            tenant: "t".into(),
+            slices,
+            max_slices: 7,
+            ge: Ge::of(slices, 7),
+            start: Timestamp::from_secs(start),
+            end: Timestamp::from_secs(end),
+            confirmed,
+            cancelled_at: None,
+            opened: false,
+            closed: !confirmed,
+        }
+    }
+
+    #[test]
+    fn booked_steps_agree_with_a_sum_at_every_instant() {
+        // A fixed pseudo-random set: overlapping, nested, touching,
+        // unconfirmed and cancelled windows.
+        let mut seed = 7_u64;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (seed >> 33) % n
+        };
+        let mut all = Vec::new();
+        for _ in 0..300 {
+            let start = next(1_000) as i64;
+            let mut r = reservation(
+                start,
+                start + 1 + next(200) as i64,
+                1 + next(7) as i32,
+                next(5) > 0,
+            );
+            if next(10) == 0 {
+                r.cancelled_at = Some(Timestamp::from_secs(start + next(50) as i64));
+            }
+            all.push(r);
+        }
+        let (from, to) = (Timestamp::from_secs(100), Timestamp::from_secs(900));
+        let steps = booked_steps(all.iter(), from, to);
+        assert_eq!(steps[0].0, from);
+        for (i, (at, booked)) in steps.iter().enumerate() {
+            let until = steps.get(i + 1).map_or(to, |s| s.0);
+            assert!(*at < until, "steps are in order");
+            // Every second of the step books the same.
+            for second in at.as_micros() / 1_000_000..until.as_micros() / 1_000_000 {
+                assert_eq!(
+                    booked_at(&all, Timestamp::from_secs(second)),
+                    *booked,
+                    "at {second}"
+                );
+            }
+        }
+    }
+
+    /// The reservation decisions `lines` give under `config`: (id, outcome,
+    /// reason).
+    fn decisions(config: LedgerConfig, lines: &[String]) -> Vec<(String, String, String)> {
+        let mut ledger = Ledger::new(config);
+        let mut out = Vec::new();
+        for (offset, line) in lines.iter().enumerate() {
+            let event = Event::from_json_str(line).unwrap();
+            let position = Position {
+                partition: 0,
+                offset: offset as i64,
+            };
+            if let Outcome::Applied { decisions, .. } = ledger.apply(position, &event) {
+                for d in decisions {
+                    if let EventBody::ReservationDecision(d) = &d.body {
+                        out.push((
+                            d.reservation_id.clone(),
+                            d.decision.as_str().to_owned(),
+                            d.reason.to_string(),
+                        ));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn windows_too_long_too_far_ahead_or_too_many_are_rejected() {
+        let config = LedgerConfig {
+            reservations: ReservationLimits {
+                max_open_per_tenant: 2,
+                ..ReservationLimits::default()
+            },
+            ..LedgerConfig::default()
+        };
+        let mut lines = base();
+        lines.push(reserve(
+            "long",
+            "team-a",
+            1,
+            "2026-11-03T00:00:00Z",
+            "2027-02-02T00:00:00Z",
+            T0,
+        ));
+        lines.push(reserve(
+            "far",
+            "team-a",
+            1,
+            "2027-11-03T00:00:00Z",
+            "2027-11-04T00:00:00Z",
+            T0,
+        ));
+        for id in ["one", "two", "three"] {
+            lines.push(reserve(
+                id,
+                "team-a",
+                1,
+                "2026-11-03T00:00:00Z",
+                "2026-11-04T00:00:00Z",
+                T0,
+            ));
+        }
+        // Another tenant has its own count (spare is 2 GE, all booked on
+        // the 3rd).
+        lines.push(reserve(
+            "b-one",
+            "team-b",
+            1,
+            "2026-11-05T00:00:00Z",
+            "2026-11-06T00:00:00Z",
+            T0,
+        ));
+        let got = decisions(config, &lines);
+        let outcome = |id: &str| {
+            got.iter()
+                .find(|d| d.0 == id)
+                .unwrap_or_else(|| panic!("{id}: {got:?}"))
+        };
+        assert_eq!(outcome("long").1, "rejected");
+        assert!(
+            outcome("long")
+                .2
+                .starts_with("too_long: the window is 91 days long; at most 90"),
+            "{got:?}"
+        );
+        assert_eq!(outcome("far").1, "rejected");
+        assert!(outcome("far").2.starts_with("too_far_ahead:"), "{got:?}");
+        assert_eq!(outcome("one").1, "confirmed");
+        assert_eq!(outcome("two").1, "confirmed");
+        assert_eq!(outcome("three").1, "rejected");
+        assert!(
+            outcome("three")
+                .2
+                .starts_with("too_many_open: team-a holds 2"),
+            "{got:?}"
+        );
+        assert_eq!(outcome("b-one").1, "confirmed");
     }
 }

@@ -2,8 +2,6 @@
 //! time, the earliest window a reservation would be confirmed in, and a
 //! tenant's quota, use and reservations. Pure functions of the state.
 
-use std::collections::BTreeSet;
-
 use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::events::HoldKind;
 
@@ -38,36 +36,20 @@ pub struct TenantInPool {
 }
 
 impl Pool {
-    /// The step function of free reservable capacity over [from, to).
+    /// The step function of free reservable capacity over [from, to),
+    /// equal neighbours merged: one sweep of the booked steps.
     fn windows(&self, from: Timestamp, to: Timestamp) -> Vec<Window> {
         let spare = self.spare();
-        let confirmed: Vec<_> = self
-            .reservations
-            .values()
-            .filter(|r| r.confirmed && r.start < to && r.effective_end() > from)
-            .collect();
-        let mut cuts: BTreeSet<Timestamp> = BTreeSet::from([from, to]);
-        for r in &confirmed {
-            cuts.extend(
-                [r.start, r.effective_end()]
-                    .into_iter()
-                    .filter(|t| *t > from && *t < to),
-            );
-        }
-        let cuts: Vec<Timestamp> = cuts.into_iter().collect();
+        let steps = super::reservations::booked_steps(self.reservations.values(), from, to);
         let mut out: Vec<Window> = Vec::new();
-        for pair in cuts.windows(2) {
-            let booked: Ge = confirmed
-                .iter()
-                .filter(|r| r.start <= pair[0] && pair[0] < r.effective_end())
-                .map(|r| r.ge.clone())
-                .sum();
-            let free_ge = (spare.clone() - booked).clamp_zero();
+        for (i, (at, booked)) in steps.iter().enumerate() {
+            let until = steps.get(i + 1).map_or(to, |(next, _)| *next);
+            let free_ge = (spare.clone() - booked.clone()).clamp_zero();
             match out.last_mut() {
-                Some(last) if last.free_ge == free_ge => last.to = pair[1],
+                Some(last) if last.free_ge == free_ge => last.to = until,
                 _ => out.push(Window {
-                    from: pair[0],
-                    to: pair[1],
+                    from: *at,
+                    to: until,
                     free_ge,
                 }),
             }
@@ -104,19 +86,34 @@ impl Ledger {
     ) -> Option<Timestamp> {
         let p = self.pool(pool)?;
         let from = from.max(self.current());
-        // Free capacity only rises where a reservation ends.
-        let mut candidates: BTreeSet<Timestamp> = BTreeSet::from([from]);
-        candidates.extend(
-            p.reservations
-                .values()
-                .filter(|r| r.confirmed)
-                .map(|r| r.effective_end())
-                .filter(|t| *t > from && *t <= horizon),
-        );
-        candidates.into_iter().find(|start| {
-            let end = start.plus_micros(micros);
-            p.windows(*start, end).iter().all(|w| w.free_ge >= *ge)
-        })
+        let horizon = horizon.max(from);
+        // The earliest start is `from` or the end of a stretch too full for
+        // `ge` (anything later inside a fitting stretch could start at the
+        // stretch's beginning); it fits if the next too-full stretch begins
+        // `micros` or more after it. One pass over the windows, which reach
+        // `micros` past the horizon.
+        let windows = p.windows(from, horizon.plus_micros(micros));
+        let mut candidate = from;
+        for w in &windows {
+            if w.free_ge >= *ge {
+                continue;
+            }
+            if w.from >= candidate.plus_micros(micros) {
+                break;
+            }
+            candidate = w.to;
+            if candidate > horizon {
+                return None;
+            }
+        }
+        Some(candidate)
+    }
+
+    /// How many reservations `tenant` holds open in `pool` (0 for a pool
+    /// this ledger does not hold).
+    pub fn open_reservations(&self, pool: &str, tenant: &str) -> usize {
+        self.pool(pool)
+            .map_or(0, |p| p.reservations.open_of(tenant))
     }
 
     /// `tenant`'s quota, use and reservations in every pool of this ledger.

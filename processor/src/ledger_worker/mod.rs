@@ -65,6 +65,9 @@ pub struct LedgerWorkerConfig {
     pub clock_interval: Option<Duration>,
     /// Cluster name on the `Clock` events.
     pub cluster: String,
+    /// Events further ahead of their record's Kafka timestamp than this go
+    /// to the DLQ ([`too_far_ahead`]); `None`: no such check.
+    pub max_ahead: Option<Duration>,
     /// Where partition snapshots are kept; `None` replays from offset 0.
     pub state_dir: Option<PathBuf>,
     /// Write a partition's snapshot after this many events (and on shutdown).
@@ -293,7 +296,11 @@ async fn run_once(
                 };
                 let position = Position { partition, offset };
                 let decoded = codec.decode(message.payload().unwrap_or_default());
+                let appended = message.timestamp().to_millis();
                 let apply = |event: &Event| {
+                    if let Some(reason) = too_far_ahead(event, appended, config.max_ahead) {
+                        return Ok(Outcome::Rejected { reason });
+                    }
                     let mut map = ledgers
                         .write()
                         .map_err(|_| Error::Ledger("the ledger state lock is poisoned".into()))?;
@@ -507,6 +514,27 @@ impl Batches<'_> {
         }
         Ok(())
     }
+}
+
+/// Why `event` is refused for being more than `max_ahead` after its
+/// record's Kafka timestamp (`appended`, ms since the epoch), if it is.
+/// A function of the record alone, so a replay refuses the same events.
+fn too_far_ahead(
+    event: &Event,
+    appended: Option<i64>,
+    max_ahead: Option<Duration>,
+) -> Option<String> {
+    let (max_ahead, appended) = (max_ahead?, appended?);
+    let at = event.envelope.event_time;
+    let limit = Timestamp::from_micros(appended.saturating_mul(1_000))
+        .plus_micros(i64::try_from(max_ahead.as_micros()).unwrap_or(i64::MAX));
+    (at > limit).then(|| {
+        format!(
+            "event_time {at} is more than {} s after the record's append time {} (--ledger-max-ahead-s)",
+            max_ahead.as_secs(),
+            Timestamp::from_micros(appended.saturating_mul(1_000))
+        )
+    })
 }
 
 /// Hands decisions and rejections to the callers of this process waiting

@@ -25,6 +25,7 @@ use gpuledger_common::shutdown::Shutdown;
 use tokio::net::TcpListener;
 
 use crate::access::Gate;
+use crate::limits::Limits;
 
 /// The protocol handlers one connection uses.
 #[derive(Debug)]
@@ -35,10 +36,10 @@ pub struct Handlers {
 
 impl Handlers {
     /// Handlers over `ctx`, admitting the tokens of `gate`, each query
-    /// bounded by `timeout`.
-    pub fn new(ctx: Arc<SessionContext>, gate: Gate, timeout: Duration) -> Self {
+    /// bounded by `timeout` and `limits`.
+    pub fn new(ctx: Arc<SessionContext>, gate: Gate, timeout: Duration, limits: Limits) -> Self {
         Self {
-            session: Arc::new(session::Session::new(ctx, timeout)),
+            session: Arc::new(session::Session::new(ctx, timeout, limits)),
             startup: Arc::new(startup::TokenStartup::new(gate)),
         }
     }

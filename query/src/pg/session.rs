@@ -34,6 +34,8 @@ use futures::{Sink, StreamExt};
 
 use super::parse::{Prepared, SqlParser, parameter_types};
 use crate::access::Access;
+use crate::failure::{Stage, told};
+use crate::limits::{Limits, Slots, for_one_query};
 
 /// Runs the queries of every PostgreSQL connection.
 pub(crate) struct Session {
@@ -41,6 +43,8 @@ pub(crate) struct Session {
     parser: Arc<SqlParser>,
     hooks: Vec<Arc<dyn QueryHook>>,
     timeout: Duration,
+    limits: Limits,
+    slots: Slots,
 }
 
 impl Debug for Session {
@@ -53,7 +57,7 @@ impl Debug for Session {
 }
 
 impl Session {
-    pub(crate) fn new(ctx: Arc<SessionContext>, timeout: Duration) -> Self {
+    pub(crate) fn new(ctx: Arc<SessionContext>, timeout: Duration, limits: Limits) -> Self {
         let hooks: Vec<Arc<dyn QueryHook>> =
             vec![Arc::new(ClientSettings), Arc::new(TransactionStatementHook)];
         let parser = Arc::new(SqlParser::new(ctx.clone(), hooks.clone()));
@@ -62,6 +66,8 @@ impl Session {
             parser,
             hooks,
             timeout,
+            slots: Slots::new(&limits),
+            limits,
         }
     }
 
@@ -72,14 +78,18 @@ impl Session {
     where
         C: ClientInfo + ?Sized,
     {
-        let access = client
+        let access: Arc<Access> = client
             .session_extensions()
             .get::<Access>()
             .ok_or_else(|| error("28000", "not logged in"))?;
+        let failed = |stage: Stage| {
+            let access = access.clone();
+            move |e: DataFusionError| told_error(&access, stage, &e)
+        };
         crate::access::read_only()
             .verify_plan(&plan)
             .map_err(|e| error("25006", e.to_string()))?;
-        let plan = access.restrict(plan).map_err(engine_error)?;
+        let plan = access.restrict(plan).map_err(failed(Stage::Planning))?;
         let limit = match statement_timeout(client) {
             Some(asked) if asked < self.timeout => asked,
             _ => self.timeout,
@@ -91,10 +101,20 @@ impl Session {
                 format!("canceling statement: it ran past {limit:?}"),
             )
         };
-        let frame = tokio::time::timeout_at(deadline, self.ctx.execute_logical_plan(plan))
+        let permit = tokio::time::timeout_at(deadline, self.slots.enter(&access))
+            .await
+            .map_err(|_| {
+                error(
+                    "53300",
+                    format!("no place for the query within {limit:?}: as many queries of this role as may run at once are running"),
+                )
+            })?;
+        // Its own memory, within the service's.
+        let run_ctx = for_one_query(&self.ctx.state(), self.limits.query_memory_bytes);
+        let frame = tokio::time::timeout_at(deadline, run_ctx.execute_logical_plan(plan))
             .await
             .map_err(|_| too_slow())?
-            .map_err(engine_error)?;
+            .map_err(failed(Stage::Running))?;
         let options = Arc::new(FormatOptions::from_client_metadata(client.metadata()));
         let fields: Arc<Vec<FieldInfo>> = Arc::new(arrow_schema_to_pg_fields(
             frame.schema().as_arrow(),
@@ -104,8 +124,15 @@ impl Session {
         let batches = tokio::time::timeout_at(deadline, frame.execute_stream())
             .await
             .map_err(|_| too_slow())?
-            .map_err(engine_error)?;
-        let rows = rows_until(batches, fields.clone(), deadline, limit);
+            .map_err(failed(Stage::Running))?;
+        let answer = Answer {
+            deadline,
+            limit,
+            access,
+            max_bytes: self.limits.max_result_bytes,
+            _permit: permit,
+        };
+        let rows = rows_until(batches, fields.clone(), answer);
         Ok(Response::Query(QueryResponse::new(fields, rows)))
     }
 }
@@ -119,28 +146,55 @@ fn statement_timeout<C: ClientInfo + ?Sized>(client: &C) -> Option<Duration> {
     Some(Duration::from_millis(ms))
 }
 
-/// The rows of `batches`, ending in an error if the deadline passes first.
+/// What bounds an answer as its rows are sent.
+struct Answer {
+    deadline: tokio::time::Instant,
+    limit: Duration,
+    access: Arc<Access>,
+    /// The most bytes of batches it may send.
+    max_bytes: usize,
+    /// The query's place among its role's, held until the last row.
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// The rows of `batches`, ending in an error if the deadline passes first
+/// or the answer grows past its bound.
 fn rows_until(
     batches: SendableRecordBatchStream,
     fields: Arc<Vec<FieldInfo>>,
-    deadline: tokio::time::Instant,
-    limit: Duration,
+    answer: Answer,
 ) -> impl futures::Stream<Item = PgWireResult<DataRow>> + Send + 'static {
-    futures::stream::unfold(Some(batches), move |batches| {
+    let answer = Arc::new(answer);
+    futures::stream::unfold(Some((batches, 0usize)), move |state| {
         let fields = fields.clone();
+        let answer = answer.clone();
         async move {
-            let mut batches = batches?;
-            let rows: Vec<PgWireResult<DataRow>> =
-                match tokio::time::timeout_at(deadline, batches.next()).await {
+            let (mut batches, sent) = state?;
+            let (rows, sent): (Vec<PgWireResult<DataRow>>, usize) =
+                match tokio::time::timeout_at(answer.deadline, batches.next()).await {
                     Err(_) => {
-                        let message = format!("canceling statement: it ran past {limit:?}");
+                        let message =
+                            format!("canceling statement: it ran past {:?}", answer.limit);
                         return Some((vec![Err(error("57014", message))], None));
                     }
                     Ok(None) => return None,
-                    Ok(Some(Err(e))) => return Some((vec![Err(engine_error(e))], None)),
-                    Ok(Some(Ok(batch))) => encode_recordbatch(fields.clone(), batch).collect(),
+                    Ok(Some(Err(e))) => {
+                        let error = told_error(&answer.access, Stage::Running, &e);
+                        return Some((vec![Err(error)], None));
+                    }
+                    Ok(Some(Ok(batch))) => {
+                        let sent = sent.saturating_add(batch.get_array_memory_size());
+                        if sent > answer.max_bytes {
+                            let message = format!(
+                                "the answer is larger than {} MiB (--max-result-mb): ask for fewer rows or columns",
+                                answer.max_bytes >> 20
+                            );
+                            return Some((vec![Err(error("54000", message))], None));
+                        }
+                        (encode_recordbatch(fields.clone(), batch).collect(), sent)
+                    }
                 };
-            Some((rows, Some(batches)))
+            Some((rows, Some((batches, sent))))
         }
     })
     .flat_map(futures::stream::iter)
@@ -155,15 +209,16 @@ pub(crate) fn error(code: &str, message: impl Into<String>) -> PgWireError {
     )))
 }
 
-/// The engine's own message, with the SQLSTATE class that fits.
+/// The engine's own message, with the SQLSTATE class that fits: for
+/// errors of planning, which quote only the query's text.
 pub(crate) fn engine_error(e: DataFusionError) -> PgWireError {
-    match e {
-        DataFusionError::ResourcesExhausted(message) => error("53200", message),
-        DataFusionError::Plan(_) | DataFusionError::SQL(..) | DataFusionError::SchemaError(..) => {
-            error("42000", e.to_string())
-        }
-        other => error("XX000", other.to_string()),
-    }
+    told_error(&Access::All, Stage::Planning, &e)
+}
+
+/// What `access` is told of `e`, raised at `stage` ([`crate::failure`]).
+fn told_error(access: &Access, stage: Stage, e: &DataFusionError) -> PgWireError {
+    let told = told(access, stage, e);
+    error(told.kind.sqlstate(), told.message)
 }
 
 /// The values of `portal`'s parameters, typed as `plan` expects them.

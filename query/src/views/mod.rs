@@ -68,9 +68,29 @@ enum Shape {
 pub struct StatementView {
     shape: Shape,
     schema: SchemaRef,
+    /// Rows of this tenant only; `None`: every tenant's.
+    tenant: Option<String>,
 }
 
 impl StatementView {
+    fn new(shape: Shape, schema: SchemaRef) -> Self {
+        Self {
+            shape,
+            schema,
+            tenant: None,
+        }
+    }
+
+    /// The same view with the rows of `tenant` alone: the others are never
+    /// built.
+    pub fn only(&self, tenant: &str) -> Self {
+        Self {
+            shape: self.shape,
+            schema: self.schema.clone(),
+            tenant: Some(tenant.to_owned()),
+        }
+    }
+
     /// `chargeback`: period, currency, tenant, line, amount.
     pub fn chargeback() -> Self {
         let schema = Schema::new(vec![
@@ -80,10 +100,7 @@ impl StatementView {
             Field::new("line", DataType::Utf8, false),
             Field::new("amount", MONEY, false),
         ]);
-        Self {
-            shape: Shape::Chargeback,
-            schema: Arc::new(schema),
-        }
+        Self::new(Shape::Chargeback, Arc::new(schema))
     }
 
     /// `statements`: period, currency, tenant, a column per line, and the
@@ -108,26 +125,17 @@ impl StatementView {
             Field::new("completed_work_units", DataType::Utf8, false),
             Field::new("cost_per_work_unit", DataType::Utf8, false),
         ]);
-        Self {
-            shape: Shape::Statements,
-            schema: Arc::new(Schema::new(fields)),
-        }
+        Self::new(Shape::Statements, Arc::new(Schema::new(fields)))
     }
 
     /// `job_costs`: one row per job attempt and period.
     pub fn job_costs() -> Self {
-        Self {
-            shape: Shape::JobCosts,
-            schema: attempts::job_costs_schema(),
-        }
+        Self::new(Shape::JobCosts, attempts::job_costs_schema())
     }
 
     /// `tenant_usage_hourly`: GPU-hours per hour, tenant, pool and kind.
     pub fn tenant_usage_hourly() -> Self {
-        Self {
-            shape: Shape::UsageHourly,
-            schema: attempts::usage_hourly_schema(),
-        }
+        Self::new(Shape::UsageHourly, attempts::usage_hourly_schema())
     }
 
     fn rows(&self, recorded: &Recorded, statements: &[Arc<Statement>]) -> Result<RecordBatch> {
@@ -292,13 +300,21 @@ impl TableProvider for StatementView {
         let recorded = statements::recorded(&ctx)
             .await
             .map_err(|e| DataFusionError::External(Box::new(e)))?;
-        let periods = pinned_periods(filters).unwrap_or_else(|| recorded.periods());
+        // The months the history has, or those of them the filters name:
+        // a list of periods costs no more than the months there are.
+        let mut periods = recorded.periods();
+        if let Some(pinned) = pinned_periods(filters) {
+            periods.retain(|p| pinned.contains(p));
+        }
         let mut computed = Vec::new();
         for period in periods {
             let statement = recorded
                 .statement(period)
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
-            computed.push(statement);
+            computed.push(match &self.tenant {
+                Some(tenant) => Arc::new(statement.only_tenant(tenant)),
+                None => statement,
+            });
         }
         let batch = self.rows(&recorded, &computed)?;
         let projection = projection.cloned();

@@ -126,6 +126,25 @@ impl Statement {
         })
     }
 
+    /// The statement as `tenant` may see it: its own lines, and no
+    /// platform figures (they add up every tenant's).
+    pub fn only_tenant(&self, tenant: &str) -> Statement {
+        Statement {
+            period: self.period,
+            currency: self.currency.clone(),
+            tenants: self
+                .tenants
+                .iter()
+                .filter(|t| t.tenant == tenant)
+                .cloned()
+                .collect(),
+            platform: PlatformLines {
+                unallocated: Decimal::zero(),
+                total: Decimal::zero(),
+            },
+        }
+    }
+
     /// One row per tenant and line: `(tenant, line, amount)`, the shape of
     /// the `chargeback` view.
     pub fn rows(&self) -> Vec<(&str, StatementLine, &Decimal)> {

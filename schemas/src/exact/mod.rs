@@ -103,10 +103,24 @@ impl From<i64> for Decimal {
     }
 }
 
+/// The most digits a decimal's text may have: more than any amount or
+/// quantity needs, and few enough that no input can make arithmetic slow.
+pub const MAX_DIGITS: usize = 40;
+
 impl FromStr for Decimal {
     type Err = ParseNumberError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.len() > MAX_DIGITS && s.bytes().filter(u8::is_ascii_digit).count() > MAX_DIGITS {
+            return Err(ParseNumberError {
+                input: format!(
+                    "{}… ({} characters)",
+                    &s[..s.floor_char_boundary(12)],
+                    s.len()
+                ),
+                expected: "a decimal of at most 40 digits",
+            });
+        }
         let err = || ParseNumberError {
             input: s.to_owned(),
             expected: "a plain decimal number",
@@ -160,10 +174,41 @@ impl Serialize for Decimal {
     }
 }
 
+/// Money and quantities are decimal strings (DESIGN §3): a JSON number is
+/// refused, since a reader may already have rounded it to a float.
 impl<'de> Deserialize<'de> for Decimal {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = d.deserialize_any(NumberText("a decimal number or decimal string"))?;
+        let text = d.deserialize_any(DecimalText)?;
         Decimal::from_str(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Accepts a string only, naming the mistake when given a number.
+struct DecimalText;
+
+impl serde::de::Visitor<'_> for DecimalText {
+    type Value = String;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a decimal string such as \"2.50\"")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+        Ok(v.to_owned())
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<String, E> {
+        Err(E::custom(format!(
+            "{v} is a JSON number; write decimals as strings, \"{v}\""
+        )))
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<String, E> {
+        Err(E::custom(format!(
+            "{v} is a JSON number; write decimals as strings, \"{v}\""
+        )))
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<String, E> {
+        Err(E::custom(format!(
+            "{v} is a JSON number; write decimals as strings, \"{v}\""
+        )))
     }
 }
 
@@ -313,17 +358,26 @@ mod tests {
     }
 
     #[test]
-    fn json_numbers_become_exact_decimals() {
-        let d: Decimal = serde_json::from_str("0.1").unwrap();
-        assert_eq!(d.to_string(), "0.1");
+    fn decimals_are_strings_of_at_most_forty_digits() {
         let d: Decimal = serde_json::from_str("\"2.50\"").unwrap();
         assert_eq!(d.to_string(), "2.50");
-        let d: Decimal = serde_json::from_str("7").unwrap();
-        assert_eq!(d.to_string(), "7");
-        assert_eq!(
-            serde_json::from_str::<Decimal>("1e2").unwrap().to_string(),
-            "100"
+        for number in ["0.1", "7", "1e2", "true"] {
+            let e = serde_json::from_str::<Decimal>(number).unwrap_err();
+            assert!(
+                number == "true" || e.to_string().contains("JSON number"),
+                "{e}"
+            );
+        }
+        let forty = "1".repeat(40);
+        assert!(forty.parse::<Decimal>().is_ok());
+        assert!(
+            format!("-{}.{}", "1".repeat(20), "2".repeat(20))
+                .parse::<Decimal>()
+                .is_ok()
         );
-        assert!(serde_json::from_str::<Decimal>("true").is_err());
+        let e = "1".repeat(1_500_000).parse::<Decimal>().unwrap_err();
+        assert!(e.to_string().contains("at most 40 digits"), "{e}");
+        assert!(e.to_string().len() < 100, "{e}");
+        assert!(format!("0.{}", "1".repeat(40)).parse::<Decimal>().is_err());
     }
 }
