@@ -166,6 +166,12 @@ impl Tokens {
         })
     }
 
+    /// Every configured token with its role: for a service that must
+    /// derive keys from them (SCRAM), never to show.
+    pub fn secrets(&self) -> impl Iterator<Item = (&[u8], &Role)> {
+        self.0.iter().map(|(token, role)| (token.as_slice(), role))
+    }
+
     /// Whether no token is configured.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

@@ -12,3 +12,5 @@ pub mod metrics;
 #[cfg(feature = "kafka")]
 mod polled_producer;
 pub mod shutdown;
+#[cfg(feature = "tls")]
+pub mod tls;

@@ -366,6 +366,10 @@ struct RunArgs {
     #[arg(long, env = "GPULEDGER_EVENT_TIME_SKEW_S", default_value_t = 300)]
     event_time_skew_s: u64,
 
+    /// TLS for the control API.
+    #[command(flatten)]
+    tls: gpuledger_common::tls::TlsArgs,
+
     /// Send to the DLQ any ledger event whose `event_time` is more than
     /// this many seconds after its record's Kafka timestamp: a guard for
     /// producers that write to the ledger topic without the control API.
@@ -616,9 +620,14 @@ async fn main() -> anyhow::Result<()> {
             {
                 // The first stdout line is the API address, for scripts and tests.
                 let mut out = std::io::stdout().lock();
+                let scheme = if args.tls.tls_cert.is_some() {
+                    "https"
+                } else {
+                    "http"
+                };
                 writeln!(
                     out,
-                    "control API listening on http://{}",
+                    "control API listening on {scheme}://{}",
                     listener.local_addr()?
                 )?;
                 out.flush()?;
@@ -650,11 +659,25 @@ async fn main() -> anyhow::Result<()> {
                 });
             }
             let mut s = shutdown.clone();
+            let tls = args.tls.server().map_err(anyhow::Error::msg)?;
             tasks.spawn(async move {
-                axum::serve(listener, api::router(api_state))
-                    .with_graceful_shutdown(async move { s.wait().await })
-                    .await
-                    .map_err(gpuledger_processor::Error::Io)
+                let app = api::router(api_state);
+                let stopped = async move { s.wait().await };
+                match tls {
+                    Some(tls) => {
+                        let listener = gpuledger_common::tls::TlsListener::new(listener, &tls)
+                            .map_err(gpuledger_processor::Error::Io)?;
+                        axum::serve(listener, app)
+                            .with_graceful_shutdown(stopped)
+                            .await
+                    }
+                    None => {
+                        axum::serve(listener, app)
+                            .with_graceful_shutdown(stopped)
+                            .await
+                    }
+                }
+                .map_err(gpuledger_processor::Error::Io)
             });
             while let Some(done) = tasks.join_next().await {
                 done??;

@@ -72,6 +72,16 @@ impl Gate {
         access_of(self.tokens.role(header))
     }
 
+    /// The tokens, for deriving login keys from them.
+    pub fn tokens(&self) -> &Tokens {
+        &self.tokens
+    }
+
+    /// What a caller proven to hold a token of `role` may read.
+    pub fn role(&self, role: &Role) -> Result<Access, Refusal> {
+        access_of(Some(role))
+    }
+
     /// What a bare token (a PostgreSQL password) may read.
     pub fn token(&self, token: &str) -> Result<Access, Refusal> {
         if self.is_open() {

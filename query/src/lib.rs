@@ -61,6 +61,12 @@ pub struct QueryConfig {
     pub tokens: gpuledger_common::auth::Tokens,
     /// What one query may take.
     pub limits: limits::Limits,
+    /// TLS for both faces; `None`: plaintext.
+    pub tls: Option<gpuledger_common::tls::ServerTls>,
+    /// How a PostgreSQL login proves its token.
+    pub pg_auth: pg::PgAuth,
+    /// With TLS, whether a PostgreSQL client may still connect without it.
+    pub pg_allow_plaintext: bool,
 }
 
 /// A session with the history tables registered, under `memory_bytes`,
@@ -191,13 +197,23 @@ pub async fn run(
         tracing::warn!("no --api-token given: every caller reads every tenant (local use only)");
     }
     if let Some(pg_listener) = pg_listener {
+        let login = pg::Login {
+            auth: config.pg_auth,
+            require_tls: config.tls.is_some() && !config.pg_allow_plaintext,
+        };
         let handlers = pg::Handlers::new(
             ctx.clone(),
             gate.clone(),
             config.query_timeout,
             config.limits,
+            login,
         );
-        tokio::spawn(pg::serve(pg_listener, Arc::new(handlers), shutdown.clone()));
+        tokio::spawn(pg::serve(
+            pg_listener,
+            Arc::new(handlers),
+            config.tls.as_ref().map(|t| t.postgres.clone()),
+            shutdown.clone(),
+        ));
     }
     let app = http::router(http::AppState {
         ctx,
@@ -206,8 +222,18 @@ pub async fn run(
         limits: config.limits,
         slots: limits::Slots::new(&config.limits),
     });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.wait().await })
-        .await?;
+    match &config.tls {
+        Some(tls) => {
+            let listener = gpuledger_common::tls::TlsListener::new(listener, tls)?;
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { shutdown.wait().await })
+                .await?;
+        }
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { shutdown.wait().await })
+                .await?;
+        }
+    }
     Ok(())
 }

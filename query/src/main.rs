@@ -8,8 +8,10 @@ use gpuledger_common::auth::{TokenArg, Tokens};
 use gpuledger_common::history::HistoryArgs;
 use gpuledger_common::log::LogArgs;
 use gpuledger_common::shutdown::Shutdown;
+use gpuledger_common::tls::TlsArgs;
 use gpuledger_query::QueryConfig;
 use gpuledger_query::limits::Limits;
+use gpuledger_query::pg::PgAuth;
 
 /// SQL over the gpuledger Parquet history.
 #[derive(Debug, Parser)]
@@ -76,6 +78,18 @@ struct ServeArgs {
     #[arg(long, env = "GPULEDGER_MAX_RESULT_MB", default_value_t = 1024)]
     max_result_mb: usize,
 
+    #[command(flatten)]
+    tls: TlsArgs,
+
+    /// How a PostgreSQL login proves its token: `scram` (SCRAM-SHA-256;
+    /// the token never crosses the wire) or `cleartext`.
+    #[arg(long, env = "GPULEDGER_PG_AUTH", value_enum, default_value_t = PgAuth::Scram)]
+    pg_auth: PgAuth,
+
+    /// With TLS, still let PostgreSQL clients connect without it.
+    #[arg(long, env = "GPULEDGER_PG_ALLOW_PLAINTEXT")]
+    pg_allow_plaintext: bool,
+
     /// Tokens: `admin:TOKEN`, `finance:TOKEN`, `lead:TENANT:TOKEN`
     /// (repeatable, or comma-separated in the environment). With none, every
     /// caller reads every tenant: for a local set-up only.
@@ -136,12 +150,20 @@ async fn main() -> anyhow::Result<()> {
                 query_timeout: std::time::Duration::from_secs(args.query_timeout_s),
                 tokens: Tokens::parse(&args.api_tokens).map_err(anyhow::Error::msg)?,
                 limits: args.limits(),
+                tls: args.tls.server().map_err(anyhow::Error::msg)?,
+                pg_auth: args.pg_auth,
+                pg_allow_plaintext: args.pg_allow_plaintext,
+            };
+            let scheme = if config.tls.is_some() {
+                "https"
+            } else {
+                "http"
             };
             gpuledger_query::run(&config, shutdown, |bound| {
                 // The first stdout line is the HTTP address, the second the
                 // PostgreSQL one, for scripts and tests.
                 let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "listening on http://{}", bound.http);
+                let _ = writeln!(out, "listening on {scheme}://{}", bound.http);
                 if let Some(postgres) = bound.postgres {
                     let _ = writeln!(out, "postgres listening on {postgres}");
                 }

@@ -1,7 +1,10 @@
 """Runs SQL over the PostgreSQL wire protocol with psycopg, as a driver
 would (the extended protocol, parameters bound by the server).
 
-Usage: pg_client.py HOST PORT PASSWORD < queries.json
+Usage: pg_client.py HOST PORT PASSWORD [CONNINFO] < queries.json
+
+CONNINFO adds libpq settings to the connection (`sslmode=verify-full
+sslrootcert=ca.pem require_auth=scram-sha-256`).
 
 queries.json is a list of {"sql": ..., "params": [...], "protocol": ...}
 (params and protocol optional). A query without parameters goes by the
@@ -31,10 +34,11 @@ def as_text(value):
 
 def main():
     host, port, password = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    conninfo = sys.argv[4] if len(sys.argv) > 4 else ""
     queries = json.load(sys.stdin)
     try:
         conn = psycopg.connect(
-            host=host, port=port, user="reader", password=password,
+            conninfo, host=host, port=port, user="reader", password=password,
             dbname="gpuledger", autocommit=True, connect_timeout=10,
         )
     except psycopg.OperationalError as e:

@@ -9,8 +9,19 @@
 //! may connect ([`startup`]) and how a query runs ([`session`]).
 
 mod parse;
+mod scram;
 mod session;
 mod startup;
+
+pub use startup::PgAuth;
+
+/// How PostgreSQL clients log in.
+#[derive(Debug, Clone, Copy)]
+pub struct Login {
+    pub auth: PgAuth,
+    /// Refuse a client that did not ask for TLS.
+    pub require_tls: bool,
+}
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,10 +48,20 @@ pub struct Handlers {
 impl Handlers {
     /// Handlers over `ctx`, admitting the tokens of `gate`, each query
     /// bounded by `timeout` and `limits`.
-    pub fn new(ctx: Arc<SessionContext>, gate: Gate, timeout: Duration, limits: Limits) -> Self {
+    pub fn new(
+        ctx: Arc<SessionContext>,
+        gate: Gate,
+        timeout: Duration,
+        limits: Limits,
+        login: Login,
+    ) -> Self {
         Self {
             session: Arc::new(session::Session::new(ctx, timeout, limits)),
-            startup: Arc::new(startup::TokenStartup::new(gate)),
+            startup: Arc::new(startup::TokenStartup::new(
+                gate,
+                login.auth,
+                login.require_tls,
+            )),
         }
     }
 }
@@ -73,10 +94,16 @@ impl ErrorHandler for LogErrors {
     }
 }
 
-/// Serves PostgreSQL connections on `listener` until shutdown; each
+/// Serves PostgreSQL connections on `listener` until shutdown, with TLS
+/// for clients that ask for it (`SSLRequest`) when `tls` is given; each
 /// connection runs on its own task, so a slow or broken client holds up no
 /// other.
-pub async fn serve(listener: TcpListener, handlers: Arc<Handlers>, mut shutdown: Shutdown) {
+pub async fn serve(
+    listener: TcpListener,
+    handlers: Arc<Handlers>,
+    tls: Option<datafusion_postgres::pgwire::tokio::TlsAcceptor>,
+    mut shutdown: Shutdown,
+) {
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -89,10 +116,10 @@ pub async fn serve(listener: TcpListener, handlers: Arc<Handlers>, mut shutdown:
                 continue;
             }
         };
-        let handlers = handlers.clone();
+        let (handlers, tls) = (handlers.clone(), tls.clone());
         tokio::spawn(async move {
             if let Err(e) =
-                datafusion_postgres::pgwire::tokio::process_socket(socket, None, handlers).await
+                datafusion_postgres::pgwire::tokio::process_socket(socket, tls, handlers).await
             {
                 tracing::debug!(%peer, error = %e, "PostgreSQL connection ended with an error");
             }
