@@ -683,3 +683,29 @@ pub fn focus_export(base_url: &str, period: &str, dir: &std::path::Path) -> serd
     );
     read
 }
+
+/// `gpuledger-processor generate`: `days` days from `start` of a 16-GPU
+/// fleet of four tenants, one sample per GPU every 10 minutes, written to
+/// `root` (one telemetry partition).
+pub fn generate_history(root: &std::path::Path, days: u32, start: &str, seed: u64) {
+    let out = Command::new(binary("gpuledger-processor"))
+        .args(["--log-filter", "warn", "generate", "--gpus", "16"])
+        .args(["--days", &days.to_string(), "--interval-s", "600"])
+        .args([
+            "--start",
+            start,
+            "--seed",
+            &seed.to_string(),
+            "--partitions",
+            "1",
+        ])
+        .arg("--history-root")
+        .arg(root)
+        .output()
+        .expect("gpuledger-processor runs");
+    assert!(
+        out.status.success(),
+        "generate failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -12,8 +12,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use gpuledger_tests::{
-    WorkDir, binary, create_topics, interop_script, python, require_broker, start_processor,
-    start_query, unique_prefix,
+    WorkDir, create_topics, generate_history, interop_script, python, require_broker,
+    start_processor, start_query, unique_prefix,
 };
 
 const ADMIN: &str = "admin-secret-tls";
@@ -143,29 +143,7 @@ async fn kafka_every_listener_takes_tls_and_postgres_logins_use_scram() {
 
     // The query service over a small generated history.
     let history = work.path().join("history");
-    let generated = Command::new(binary("gpuledger-processor"))
-        .args([
-            "--log-filter",
-            "warn",
-            "generate",
-            "--gpus",
-            "16",
-            "--days",
-            "1",
-        ])
-        .args([
-            "--interval-s",
-            "600",
-            "--start",
-            "2026-11-30",
-            "--partitions",
-            "1",
-        ])
-        .arg("--history-root")
-        .arg(&history)
-        .output()
-        .unwrap();
-    assert!(generated.status.success());
+    generate_history(&history, 1, "2026-11-30", 1);
     let tokens = format!("admin:{ADMIN},lead:team-search:{LEAD}");
     let (mut query, base_url, postgres) = start_query(
         &history,

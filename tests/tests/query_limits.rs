@@ -6,43 +6,10 @@
 //! `period` list of a statement view costs no more than the months the
 //! history has.
 
-use std::process::Command;
-
-use gpuledger_tests::{WorkDir, binary, start_query};
+use gpuledger_tests::{WorkDir, generate_history, start_query};
 
 const ADMIN: &str = "admin-secret-limits";
 const LEAD: &str = "lead-secret-limits";
-
-fn generate(root: &std::path::Path) {
-    let out = Command::new(binary("gpuledger-processor"))
-        .args([
-            "--log-filter",
-            "warn",
-            "generate",
-            "--gpus",
-            "16",
-            "--days",
-            "3",
-        ])
-        .args([
-            "--interval-s",
-            "600",
-            "--start",
-            "2026-11-28",
-            "--seed",
-            "3",
-        ])
-        .args(["--partitions", "1"])
-        .arg("--history-root")
-        .arg(root)
-        .output()
-        .expect("gpuledger-processor runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// `POST /v1/sql` as `token`: the status and the whole body, or the error
 /// that cut the body short.
@@ -65,7 +32,7 @@ fn sql_as(base_url: &str, token: &str, query: &str) -> (u16, Result<String, Stri
 fn queries_are_bounded_in_value_size_memory_and_answer() {
     let work = WorkDir::new("limits");
     let history = work.path().join("history");
-    generate(&history);
+    generate_history(&history, 3, "2026-11-28", 3);
     let tokens = format!("admin:{ADMIN},lead:team-search:{LEAD}");
     let (mut query, base_url, _) = start_query(
         &history,
