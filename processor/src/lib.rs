@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod offline;
 pub mod progress;
 pub mod replay;
+pub mod rules;
 pub mod snapshot;
 pub mod telemetry;
 

@@ -15,9 +15,9 @@ use gpuledger_processor::api::{self, ApiState, waiters};
 use gpuledger_processor::burst_hook::{BurstHook, BurstHookConfig};
 use gpuledger_processor::generate;
 use gpuledger_processor::history::compact;
-use gpuledger_processor::ledger::{LedgerConfig, ReservationLimits};
 use gpuledger_processor::ledger_worker::{self, AnswerAt, LedgerWorkerConfig};
 use gpuledger_processor::replay::{self, ReplayConfig};
+use gpuledger_processor::rules::LedgerRulesArgs;
 use gpuledger_processor::telemetry::{self, RollingPolicy, TelemetryWriterConfig, Until};
 
 #[global_allocator]
@@ -251,48 +251,6 @@ struct ReplayArgs {
     /// Also write every decision the replay makes here, as NDJSON.
     #[arg(long)]
     decisions_out: Option<std::path::PathBuf>,
-}
-
-/// The ledger's rules that a site sets: every command that folds the
-/// ledger takes the same, so a replay decides as the live run did.
-#[derive(Debug, clap::Args)]
-struct LedgerRulesArgs {
-    /// How long an admission holds its GE if the attempt never starts (minutes).
-    #[arg(long, env = "GPULEDGER_HOLD_TTL_MINUTES", default_value_t = 15)]
-    hold_ttl_minutes: i64,
-
-    /// The longest reservation window (days).
-    #[arg(long, env = "GPULEDGER_RESERVATION_MAX_DAYS", default_value_t = 90)]
-    reservation_max_days: i64,
-
-    /// How far ahead a reservation window may start (days).
-    #[arg(
-        long,
-        env = "GPULEDGER_RESERVATION_MAX_AHEAD_DAYS",
-        default_value_t = 365
-    )]
-    reservation_max_ahead_days: i64,
-
-    /// Reservations a tenant may hold open in a pool.
-    #[arg(long, env = "GPULEDGER_RESERVATION_MAX_OPEN", default_value_t = 100)]
-    reservation_max_open: usize,
-}
-
-impl LedgerRulesArgs {
-    fn config(&self) -> LedgerConfig {
-        const MICROS_PER_MINUTE: i64 = 60 * 1_000_000;
-        const MICROS_PER_DAY: i64 = 24 * 60 * MICROS_PER_MINUTE;
-        LedgerConfig {
-            hold_ttl_micros: self.hold_ttl_minutes.saturating_mul(MICROS_PER_MINUTE),
-            reservations: ReservationLimits {
-                max_length_micros: self.reservation_max_days.saturating_mul(MICROS_PER_DAY),
-                max_ahead_micros: self
-                    .reservation_max_ahead_days
-                    .saturating_mul(MICROS_PER_DAY),
-                max_open_per_tenant: self.reservation_max_open,
-            },
-        }
-    }
 }
 
 #[derive(Debug, clap::Args)]

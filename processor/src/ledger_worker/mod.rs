@@ -32,8 +32,11 @@ use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::OwnedMessage;
 use rdkafka::producer::{FutureProducer, Producer};
 
+mod ahead;
 mod membership;
 mod transactions;
+
+use ahead::too_far_ahead;
 
 use membership::{Change, Membership};
 use transactions::{Batch, Committed, InFlight, Transactions};
@@ -514,27 +517,6 @@ impl Batches<'_> {
         }
         Ok(())
     }
-}
-
-/// Why `event` is refused for being more than `max_ahead` after its
-/// record's Kafka timestamp (`appended`, ms since the epoch), if it is.
-/// A function of the record alone, so a replay refuses the same events.
-fn too_far_ahead(
-    event: &Event,
-    appended: Option<i64>,
-    max_ahead: Option<Duration>,
-) -> Option<String> {
-    let (max_ahead, appended) = (max_ahead?, appended?);
-    let at = event.envelope.event_time;
-    let limit = Timestamp::from_micros(appended.saturating_mul(1_000))
-        .plus_micros(i64::try_from(max_ahead.as_micros()).unwrap_or(i64::MAX));
-    (at > limit).then(|| {
-        format!(
-            "event_time {at} is more than {} s after the record's append time {} (--ledger-max-ahead-s)",
-            max_ahead.as_secs(),
-            Timestamp::from_micros(appended.saturating_mul(1_000))
-        )
-    })
 }
 
 /// Hands decisions and rejections to the callers of this process waiting
