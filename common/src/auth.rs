@@ -50,6 +50,20 @@ impl FromStr for TokenArg {
     }
 }
 
+impl From<String> for TokenArg {
+    fn from(s: String) -> Self {
+        TokenArg(s)
+    }
+}
+
+impl TokenArg {
+    /// The setting itself, for the one place that must hand it on (a
+    /// client library's password setting).
+    pub fn reveal(&self) -> &str {
+        &self.0
+    }
+}
+
 impl std::fmt::Debug for TokenArg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("TokenArg(…)")

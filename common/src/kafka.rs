@@ -13,6 +13,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::future_producer::OwnedDeliveryResult;
 use rdkafka::producer::{BaseRecord, FutureRecord};
 
+use crate::kafka_security::{KafkaSecurityArgs, SecurityError};
 use crate::polled_producer::PolledProducer;
 
 /// What went wrong talking to Kafka.
@@ -33,6 +34,9 @@ pub enum Error {
     /// librdkafka refused the configuration or a request.
     #[error("Kafka client error: {0}")]
     Client(#[from] KafkaError),
+    /// The security settings are incomplete or contradict each other.
+    #[error(transparent)]
+    Security(#[from] SecurityError),
     /// The event could not be encoded.
     #[error(transparent)]
     Encode(#[from] gpuledger_schemas::Error),
@@ -50,8 +54,9 @@ pub enum Error {
 /// Result with the Kafka [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Where the broker is and how to talk to it.
-#[derive(Debug, Clone, Args)]
+/// Where the broker is and how to talk to it. Its `Debug` shows the keys
+/// of the raw options, not their values (one may be a password).
+#[derive(Clone, Args)]
 pub struct KafkaArgs {
     /// Bootstrap servers, `host:port[,host:port…]`.
     #[arg(
@@ -78,6 +83,26 @@ pub struct KafkaArgs {
         hide_env_values = true
     )]
     pub options: Vec<String>,
+
+    /// TLS and SASL.
+    #[command(flatten)]
+    pub security: KafkaSecurityArgs,
+}
+
+impl std::fmt::Debug for KafkaArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys: Vec<&str> = self
+            .options
+            .iter()
+            .map(|o| o.split_once('=').map_or(o.as_str(), |(k, _)| k))
+            .collect();
+        f.debug_struct("KafkaArgs")
+            .field("bootstrap", &self.bootstrap)
+            .field("topic_prefix", &self.topic_prefix)
+            .field("option_keys", &keys)
+            .field("security", &self.security)
+            .finish()
+    }
 }
 
 impl KafkaArgs {
@@ -87,6 +112,7 @@ impl KafkaArgs {
             bootstrap: bootstrap.to_owned(),
             topic_prefix: topic_prefix.to_owned(),
             options: Vec::new(),
+            security: KafkaSecurityArgs::default(),
         }
     }
 
@@ -95,13 +121,17 @@ impl KafkaArgs {
         topic.name(&self.topic_prefix)
     }
 
-    /// A client configuration: bootstrap servers, the `typed` settings this
-    /// client needs, then the raw options. A raw option that sets a typed
-    /// key to another value is an error, not a silent override.
+    /// A client configuration: bootstrap servers, the security settings,
+    /// the `typed` settings this client needs, then the raw options. A raw
+    /// option that sets a typed or security key to another value is an
+    /// error, not a silent override.
     pub fn client_config(&self, typed: &[(&str, &str)]) -> Result<ClientConfig> {
+        let security = self.security.settings()?;
+        let mut typed: Vec<(&str, &str)> = typed.to_vec();
+        typed.extend(security.iter().map(|(k, v)| (*k, v.as_str())));
         let mut config = ClientConfig::new();
         config.set("bootstrap.servers", &self.bootstrap);
-        for (key, value) in typed {
+        for (key, value) in &typed {
             config.set(*key, *value);
         }
         for option in &self.options {
@@ -113,10 +143,18 @@ impl KafkaArgs {
             if let Some((_, typed)) = typed.iter().find(|(k, _)| *k == key)
                 && *typed != raw
             {
+                let secret = key.contains("password");
+                let shown = |v: &str| {
+                    if secret {
+                        "…".to_owned()
+                    } else {
+                        v.to_owned()
+                    }
+                };
                 return Err(Error::Conflict {
                     key: key.to_owned(),
-                    typed: (*typed).to_owned(),
-                    raw: raw.to_owned(),
+                    typed: shown(typed),
+                    raw: shown(raw),
                 });
             }
             config.set(key, raw);

@@ -7,6 +7,8 @@ pub mod auth;
 pub mod history;
 #[cfg(feature = "kafka")]
 pub mod kafka;
+#[cfg(feature = "kafka")]
+pub mod kafka_security;
 pub mod log;
 pub mod metrics;
 #[cfg(feature = "kafka")]

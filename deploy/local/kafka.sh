@@ -10,9 +10,18 @@
 #   deploy/local/kafka.sh prune     delete the topics tests leave behind (e2e-*)
 #   deploy/local/kafka.sh drop P    delete the topics whose names start with P
 #   deploy/local/kafka.sh reset     stop and delete all data
+#   deploy/local/kafka.sh user NAME  add or update SCRAM user NAME (password on stdin)
+#   deploy/local/kafka.sh acl ARGS…  run kafka-acls against the broker (ARGS as AclCommand takes them)
+#
+# Besides PLAINTEXT on the client port, the broker has a SASL_SSL listener
+# on port+2: TLS with a certificate from a CA made on first start
+# (<data>/tls/ca.crt) and SCRAM-SHA-256/512 logins. The ACL authorizer is
+# on: plaintext clients (User:ANONYMOUS) are super users, so tests and the
+# demo run as before, while a SASL user may do only what its ACLs allow.
 #
 # Settings (environment):
-#   GPULEDGER_KAFKA_PORT        client port (default 9092); the controller uses port+1
+#   GPULEDGER_KAFKA_PORT        client port (default 9092); the controller uses port+1,
+#                               the SASL_SSL listener port+2
 #   GPULEDGER_KAFKA_VERSION     Kafka release (default 4.4.0)
 #   GPULEDGER_TOPIC_PREFIX      prefix for topic names (default none)
 #   GPULEDGER_LEDGER_PARTITIONS / _TELEMETRY_ / _DECISIONS_ / _DLQ_PARTITIONS
@@ -32,6 +41,8 @@ cache=${GPULEDGER_CACHE:-$HOME/.cache/gpuledger}
 libs="$cache/kafka-$version/libs"
 data=${GPULEDGER_KAFKA_DATA:-$repo/var/kafka-$port}
 bootstrap="127.0.0.1:$port"
+sasl_port=$((port + 2))
+tls="$data/tls"
 java_bin=${JAVA:-java}
 
 say() { printf 'kafka.sh: %s\n' "$*" >&2; }
@@ -68,17 +79,45 @@ pid_of() {
   echo "$pid"
 }
 
+# A CA and a broker certificate for 127.0.0.1 and localhost, made once.
+# Kafka reads the key and chain from one PEM file.
+make_certificates() {
+  [ -f "$tls/broker.pem" ] && return 0
+  command -v openssl >/dev/null || die "openssl is not installed (apt-get install openssl)"
+  mkdir -p "$tls"
+  say "making a CA and a broker certificate in $tls"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=gpuledger local CA" \
+    -keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+    -keyout "$tls/broker.key" -out "$tls/broker.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$tls/broker.ext"
+  openssl x509 -req -in "$tls/broker.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial \
+    -days 3650 -extfile "$tls/broker.ext" -out "$tls/broker.crt" 2>/dev/null
+  openssl pkcs8 -topk8 -nocrypt -in "$tls/broker.key" -out "$tls/broker.pk8"
+  cat "$tls/broker.pk8" "$tls/broker.crt" "$tls/ca.crt" > "$tls/broker.pem"
+  chmod 600 "$tls"/*.key "$tls"/*.pk8 "$tls/broker.pem"
+}
+
 write_config() {
   mkdir -p "$data/logs" "$data/log-dirs"
+  make_certificates
   cat > "$data/server.properties" <<CONF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$controller_port
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$controller_port
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$controller_port,SASL_SSL://127.0.0.1:$sasl_port
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sasl_port
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
+sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PEM
+ssl.keystore.location=$tls/broker.pem
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS
+allow.everyone.if.no.acl.found=false
 log.dirs=$data/log-dirs
 num.partitions=1
 auto.create.topics.enable=false
@@ -96,7 +135,13 @@ CONF
 }
 
 start() {
-  if answers; then say "a broker already answers on $bootstrap"; return 0; fi
+  if answers; then
+    say "a broker already answers on $bootstrap"
+    if [ -f "$data/server.properties" ] && ! grep -q '^listeners=.*SASL_SSL' "$data/server.properties"; then
+      say "it has no SASL_SSL listener; restart it to get one: deploy/local/kafka.sh stop && deploy/local/kafka.sh start"
+    fi
+    return 0
+  fi
   fetch
   command -v "$java_bin" >/dev/null || die "java is not installed (Java 17 or later is needed)"
   if pid=$(pid_of); then
@@ -176,6 +221,28 @@ delete_prefixed() {
   say "deleted $n $what"
 }
 
+# Adds or updates a SCRAM user (both mechanisms) with the password read
+# from stdin, through the plaintext listener.
+user() {
+  local name=$1 password
+  answers || die "no broker answers on $bootstrap; run: deploy/local/kafka.sh start"
+  IFS= read -r password || true
+  [ -n "$password" ] || die "give the password of $name on stdin"
+  case "$password" in *[],=[]*) die "the password may not contain ',', '=', '[' or ']'" ;; esac
+  local mechanism
+  for mechanism in SCRAM-SHA-256 SCRAM-SHA-512; do  # one credential per request
+    run_class org.apache.kafka.tools.ConfigCommand --bootstrap-server "$bootstrap" --alter \
+      --entity-type users --entity-name "$name" \
+      --add-config "$mechanism=[iterations=4096,password=$password]" >/dev/null
+  done
+  say "SCRAM user $name ready on 127.0.0.1:$sasl_port (CA: $tls/ca.crt)"
+}
+
+acl() {
+  answers || die "no broker answers on $bootstrap; run: deploy/local/kafka.sh start"
+  run_class org.apache.kafka.tools.AclCommand --bootstrap-server "$bootstrap" "$@" >/dev/null
+}
+
 reset() {
   stop
   rm -rf "$data"
@@ -194,5 +261,10 @@ case "${1:-}" in
     delete_prefixed "$2" "topics named $2*"
     ;;
   reset) reset ;;
-  *) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  user)
+    [ -n "${2:-}" ] || die "usage: deploy/local/kafka.sh user NAME < password"
+    user "$2"
+    ;;
+  acl) shift; acl "$@" ;;
+  *) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what building, testing and the demo need on a fresh Debian
 # machine, skipping whatever is already there:
-#   - system packages: cmake and libcurl4-openssl-dev (librdkafka's cmake
-#     build), kcat (a Kafka client for checks), psql (the PostgreSQL wire
-#     protocol's client), maven and a Java 17+ runtime (the local broker),
-#     python3-venv;
+#   - system packages: cmake, libcurl4-openssl-dev, libssl-dev and
+#     pkg-config (librdkafka's cmake build, with TLS and SASL/SCRAM), openssl
+#     (certificates for the TLS tests), kcat (a Kafka client for checks),
+#     psql (the PostgreSQL wire protocol's client), maven and a Java 17+
+#     runtime (the local broker), python3-venv;
 #   - a Python environment with confluent-kafka and fastavro (wire-format
 #     interop tests), duckdb and pyarrow (reading the Parquet history as
 #     other engines do), psycopg (the PostgreSQL wire protocol from
@@ -23,6 +24,9 @@ missing=()
 need_pkg() { dpkg -s "$1" >/dev/null 2>&1 || missing+=("$1"); }
 need_pkg cmake
 need_pkg libcurl4-openssl-dev
+need_pkg libssl-dev
+need_pkg pkg-config
+need_pkg openssl
 need_pkg kcat
 need_pkg curl
 need_pkg python3-venv
