@@ -51,6 +51,7 @@ pub enum SecurityProtocol {
     /// TLS, the broker's certificate verified; no login.
     Ssl,
     /// TLS and a SCRAM login.
+    #[value(name = "sasl_ssl")]
     SaslSsl,
 }
 
@@ -68,10 +69,10 @@ impl SecurityProtocol {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ScramMechanism {
     /// `SCRAM-SHA-512`: what Strimzi's `KafkaUser` credentials use.
-    #[value(name = "SCRAM-SHA-512", alias = "scram-sha-512")]
+    #[value(name = "SCRAM-SHA-512")]
     Sha512,
     /// `SCRAM-SHA-256`.
-    #[value(name = "SCRAM-SHA-256", alias = "scram-sha-256")]
+    #[value(name = "SCRAM-SHA-256")]
     Sha256,
 }
 
@@ -92,6 +93,7 @@ pub struct KafkaSecurityArgs {
         long = "kafka-security-protocol",
         env = "GPULEDGER_KAFKA_SECURITY_PROTOCOL",
         value_enum,
+        ignore_case = true,
         default_value = "plaintext"
     )]
     pub protocol: SecurityProtocol,
@@ -106,6 +108,7 @@ pub struct KafkaSecurityArgs {
         long = "kafka-sasl-mechanism",
         env = "GPULEDGER_KAFKA_SASL_MECHANISM",
         value_enum,
+        ignore_case = true,
         default_value = "SCRAM-SHA-512"
     )]
     pub mechanism: ScramMechanism,
