@@ -9,8 +9,9 @@ line (PASS, FAIL, SKIP or NOTE); the summary at the end counts them, and the
 exit status is 1 when anything failed.
 
 The checks live beside this file: objects.py (loading, schemas),
-consistency.py (references between objects, CEL), manifests.py (deploy/k8s
-and the chart), prom.py, units.py (systemd, flags), proxy.py, report.py.
+consistency.py (references between objects, CEL), security.py (Kafka TLS,
+SCRAM users and ACLs, NetworkPolicies), manifests.py (deploy/k8s and the
+chart), prom.py, units.py (systemd, flags), proxy.py, report.py.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from collections import defaultdict
 
 from objects import arg_value, component, containers, ident, pod_labels, pod_spec
 from report import R
+from security import kafka_issued_secrets
 
 
 def consistency(objs: list[dict], section: str, label: str, external_secrets: set[str] = frozenset()) -> None:
@@ -26,10 +27,11 @@ def consistency(objs: list[dict], section: str, label: str, external_secrets: se
     problems: list[str] = []
     checks = 0
 
-    # Secrets that exist: declared ones, those cert-manager will write, and
+    # Secrets that exist: declared ones, those cert-manager and Strimzi's
+    # user operator will write (and the cluster CA copy beside them), and
     # those the operator provides outside the rendered set.
     def secrets(ns: str) -> set[str]:
-        s = names("Secret", ns) | set(external_secrets)
+        s = names("Secret", ns) | set(external_secrets) | kafka_issued_secrets(objs, ns)
         for c in by_kind.get("Certificate", []):
             if c["metadata"].get("namespace") == ns:
                 s.add((c.get("spec") or {}).get("secretName"))
@@ -281,15 +283,8 @@ def consistency(objs: list[dict], section: str, label: str, external_secrets: se
     for cm in by_kind.get("ConfigMap", []):
         data = cm.get("data") or {}
         if "GPULEDGER_KAFKA_BOOTSTRAP" in data:
-            bootstrap = data["GPULEDGER_KAFKA_BOOTSTRAP"]
+            # The bootstrap's listener and security: security.py, per client.
             prefix = data.get("GPULEDGER_TOPIC_PREFIX", "")
-            for k in by_kind.get("Kafka", []):
-                want = f"{k['metadata']['name']}-kafka-bootstrap.{k['metadata']['namespace']}.svc:9092"
-                checks += 1
-                if bootstrap != want:
-                    problems.append(
-                        f"{ident(cm)}: GPULEDGER_KAFKA_BOOTSTRAP {bootstrap} is not the Strimzi cluster's {want}"
-                    )
             if by_kind.get("Kafka"):
                 topics = {
                     (t.get("spec") or {}).get("topicName") or t["metadata"]["name"]

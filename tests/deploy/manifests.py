@@ -14,6 +14,7 @@ import yaml
 from consistency import check_match_conditions, consistency
 from objects import CrdSchemas, ident, load_docs, structural, validate_objects
 from report import R
+from security import check_security
 
 
 def check_k8s(root: Path, versions: list[str], crds: CrdSchemas, kubectl: str | None) -> list[dict]:
@@ -52,11 +53,14 @@ def check_k8s(root: Path, versions: list[str], crds: CrdSchemas, kubectl: str | 
         "Kafka",
         "KafkaNodePool",
         "KafkaTopic",
+        "KafkaUser",
+        "NetworkPolicy",
     ):
         if not kinds[kind]:
             R.fail(section, f"no {kind} in deploy/k8s")
     consistency(objs, "k8s consistency", "deploy/k8s")
     check_match_conditions(objs, "k8s consistency", "deploy/k8s")
+    check_security(objs, "k8s security", "deploy/k8s")
 
     # Secret placeholders must be unmistakable.
     for s in [o for o in objs if o["kind"] == "Secret"]:
@@ -181,6 +185,16 @@ def check_helm(root: Path, helm: str | None, versions: list[str], crds: CrdSchem
         ("everything on", [values_dir / "values-full.yaml"], []),
         ("no cert-manager, no webhook extras", [values_dir / "values-manual-tls.yaml"], []),
         ("webhook and query off", [], ["webhook.enabled=false", "query.enabled=false", "prometheusAnnotations=false"]),
+        (
+            "plaintext Strimzi, no NetworkPolicies",
+            [],
+            [
+                "kafka.security.protocol=plaintext",
+                "kafka.bootstrap=",
+                "strimzi.enabled=true",
+                "networkPolicies.enabled=false",
+            ],
+        ),
     ]
     rendered: dict[str, list[dict]] = {}
     for name, values, sets in scenarios:
@@ -204,9 +218,13 @@ def check_helm(root: Path, helm: str | None, versions: list[str], crds: CrdSchem
         validate_objects(objs, section, versions, crds, f"chart ({name})")
         # Secrets the operator makes outside the chart in these scenarios.
         external = set() if any(o["kind"] == "Secret" for o in objs) else {"gpuledger-tokens"}
-        external |= {"kafka-options", "gpuledger-webhook-tls-manual"}
+        external |= {"kafka-options", "gpuledger-webhook-tls-manual", "gpuledger-cluster-ca-cert", "kafka-ca-manual"}
+        if not any(o["kind"] == "KafkaUser" for o in objs):
+            # SCRAM passwords of a Kafka the chart does not manage.
+            external |= {"gpuledger-collector", "gpuledger-processor"}
         consistency(objs, "helm consistency", f"chart ({name})", external)
         check_match_conditions(objs, "helm consistency", f"chart ({name})")
+        check_security(objs, "helm security", f"chart ({name})")
 
     # What must not render.
     refusals = [
@@ -225,6 +243,14 @@ def check_helm(root: Path, helm: str | None, versions: list[str], crds: CrdSchem
         ("no Kafka bootstrap at all", [], ["kafka.bootstrap="], "kafka.bootstrap"),
         ("tokens.create without tokens", [], ["tokens.create=true"], "required"),
         ("a collector pool without a nodeSelector", [], ["collector.pools[0].name=a100"], "nodeSelector"),
+        ("a Kafka security protocol the binaries do not know", [], ["kafka.security.protocol=sasl-ssl"], "sasl_ssl"),
+        (
+            "KafkaUsers without SCRAM logins",
+            [],
+            ["kafka.users.enabled=true", "kafka.security.protocol=ssl"],
+            "kafka.users.enabled",
+        ),
+        ("NetworkPolicies without Prometheus' peers", [], ["networkPolicies.metricsFrom=null"], "metricsFrom"),
     ]
     for name, values, sets, needle in refusals:
         p = helm_render(helm, chart, values, sets)

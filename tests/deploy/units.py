@@ -162,6 +162,31 @@ def newest_source(root: Path, crates) -> float:
     return newest
 
 
+def choices(text: str) -> dict[str, set[str]]:
+    """The values an option accepts, where --help lists them (`Possible
+    values:` or `[possible values: …]`), by flag and by environment name."""
+    out: dict[str, set[str]] = {}
+    blocks = re.split(r"\n(?=\s{2,}(?:-\w, )?--[a-z0-9])", text)
+    for block in blocks:
+        flag = re.match(r"\s*(?:-\w, )?(--[a-z0-9][a-z0-9-]*)", block)
+        if not flag:
+            continue
+        values: set[str] = set()
+        listed = re.search(r"Possible values:\n((?:\s+- [^\n]*\n?)+)", block)
+        if listed:
+            values = set(re.findall(r"^\s+- ([^:\s]+)", listed.group(1), re.M))
+        short = re.search(r"\[possible values: ([^\]]+)\]", block)
+        if short:
+            values |= {v.strip() for v in short.group(1).split(",")}
+        if not values:
+            continue
+        out[flag.group(1)] = values
+        env = re.search(r"\[env: (GPULEDGER_[A-Z0-9_]+)", block)
+        if env:
+            out[env.group(1)] = values
+    return out
+
+
 def check_flags(root: Path, binaries: dict[str, Path], static: list[dict]) -> None:
     section = "flags"
     subcommands = {"gpuledger-collector": ["run"], "gpuledger-processor": ["run"], "gpuledger-query": ["serve"]}
@@ -181,6 +206,7 @@ def check_flags(root: Path, binaries: dict[str, Path], static: list[dict]) -> No
     flags = {b: set(re.findall(r"(--[a-z0-9][a-z0-9-]*)", h)) for b, h in helps.items()}
     envs = {b: set(re.findall(r"\[env: (GPULEDGER_[A-Z0-9_]+)", h)) for b, h in helps.items()}
     all_envs = set().union(*envs.values())
+    accepts = {b: choices(h) for b, h in helps.items()}
     complete = len(helps) == len(subcommands)  # "no binary reads X" needs all three
 
     problems = []
@@ -199,13 +225,23 @@ def check_flags(root: Path, binaries: dict[str, Path], static: list[dict]) -> No
             for a in args_of(c)[1:]:
                 if a.startswith("--") and a.split("=", 1)[0] not in flags[b]:
                     problems.append(f"{ident(o)}: {b} has no flag {a.split('=', 1)[0]}")
+                name, _, value = a.partition("=")
+                if value and name in accepts[b] and value not in accepts[b][name]:
+                    problems.append(f"{ident(o)}: {b} {name}={value}: not one of {sorted(accepts[b][name])}")
             for e in c.get("env") or []:
                 if e["name"].startswith("GPULEDGER_") and e["name"] not in envs[b]:
                     problems.append(f"{ident(o)}: {b} reads no {e['name']}")
+                ok = accepts[b].get(e["name"])
+                if ok and "value" in e and str(e["value"]) not in ok:
+                    problems.append(f"{ident(o)}: {b} {e['name']}={e['value']}: not one of {sorted(ok)}")
     for cm in [x for x in static if x["kind"] == "ConfigMap"] if complete else []:
-        for k in cm.get("data") or {}:
+        for k, v in (cm.get("data") or {}).items():
             if k.startswith("GPULEDGER_") and k not in all_envs:
                 problems.append(f"{ident(cm)}: no binary reads {k}")
+            for b in helps:
+                ok = accepts[b].get(k)
+                if ok and str(v) not in ok:
+                    problems.append(f"{ident(cm)}: {k}={v}: {b} accepts only {sorted(ok)}")
     # The ConfigMap's commented-out settings and the systemd files.
     commented = re.findall(r"#\s*(GPULEDGER_[A-Z0-9_]+):", (root / "deploy" / "k8s" / "configmap.yaml").read_text())
     for k in commented if complete else []:

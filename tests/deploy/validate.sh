@@ -5,6 +5,13 @@
 #     against their CRD schemas (or for structure when those cannot be had),
 #     kustomization.yaml, and the references between objects (Services,
 #     Secrets, ConfigMaps, the webhook's Service and certificate, topics…);
+#   - Kafka security and reach: each client's TLS and SCRAM settings against
+#     the Strimzi listener and its KafkaUser (whose Secret it must mount),
+#     the users' ACLs (what each component needs, and the collector never
+#     reading or writing decisions), no Kafka credentials in the query
+#     service or compaction, and the ports NetworkPolicies open beyond the
+#     namespace (the webhook proxy, the control API, the query service; the
+#     metrics ports to Prometheus only);
 #   - deploy/helm/gpuledger: helm lint --strict and helm template under
 #     several value sets, each rendering validated as above, values it must
 #     refuse, and the rendering that must equal deploy/k8s;
@@ -15,8 +22,9 @@
 #   - the webhook's TLS proxy: the openssl recipe, then nginx run in front of
 #     a stand-in control API (nginx from PATH, or Debian's package unpacked
 #     into the cache, never installed);
-#   - every flag and GPULEDGER_* variable, against the built binaries' --help
-#     (where they are built).
+#   - every flag and GPULEDGER_* variable, and every value of an option with
+#     a fixed set of values, against the built binaries' --help (where they
+#     are built).
 #
 # Usage: tests/deploy/validate.sh
 #

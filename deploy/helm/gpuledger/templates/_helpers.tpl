@@ -78,7 +78,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- if .Values.kafka.bootstrap -}}
 {{- .Values.kafka.bootstrap -}}
 {{- else if .Values.strimzi.enabled -}}
-{{- printf "%s-kafka-bootstrap.%s.svc:9092" .Values.strimzi.clusterName .Values.strimzi.namespace -}}
+{{- printf "%s-kafka-bootstrap.%s.svc:%s" .Values.strimzi.clusterName .Values.strimzi.namespace (include "gpuledger.strimziClientPort" .) -}}
 {{- else -}}
 {{- fail "kafka.bootstrap is required (or strimzi.enabled)" -}}
 {{- end -}}
@@ -139,4 +139,86 @@ capabilities:
 {{/* A topic's full name; call with (dict "root" $ "topic" "ledger"). */}}
 {{- define "gpuledger.topic" -}}
 {{- printf "%sgpuledger.%s" .root.Values.kafka.topicPrefix .topic -}}
+{{- end -}}
+
+{{/* kafka.security.protocol, checked: plaintext, ssl or sasl_ssl. */}}
+{{- define "gpuledger.kafkaProtocol" -}}
+{{- $p := .Values.kafka.security.protocol -}}
+{{- if not (has $p (list "plaintext" "ssl" "sasl_ssl")) -}}
+{{- fail (printf "kafka.security.protocol %q: use plaintext, ssl or sasl_ssl" $p) -}}
+{{- end -}}
+{{- $p -}}
+{{- end -}}
+
+{{/* The port of the Strimzi example's client listener. */}}
+{{- define "gpuledger.strimziClientPort" -}}
+{{- if eq (include "gpuledger.kafkaProtocol" .) "plaintext" -}}9092{{- else -}}9093{{- end -}}
+{{- end -}}
+
+{{/* The SCRAM user of a component; call with (dict "root" $ "user" "collector"). */}}
+{{- define "gpuledger.kafkaUser" -}}
+{{- required (printf "kafka.users.%s is required with kafka.security.protocol sasl_ssl" .user) (index .root.Values.kafka.users .user) -}}
+{{- end -}}
+
+{{/*
+Kafka security settings of a Kafka client container (collector, processor);
+same argument as gpuledger.kafkaUser.
+*/}}
+{{- define "gpuledger.kafkaClientEnv" -}}
+{{- $p := include "gpuledger.kafkaProtocol" .root -}}
+{{- $sec := .root.Values.kafka.security -}}
+- name: GPULEDGER_KAFKA_SECURITY_PROTOCOL
+  value: {{ $p }}
+{{- if and (ne $p "plaintext") $sec.caSecret }}
+- name: GPULEDGER_KAFKA_CA
+  value: /etc/gpuledger/kafka-ca/{{ $sec.caKey }}
+{{- end }}
+{{- if eq $p "sasl_ssl" }}
+- name: GPULEDGER_KAFKA_SASL_MECHANISM
+  value: {{ $sec.saslMechanism }}
+- name: GPULEDGER_KAFKA_SASL_USERNAME
+  value: {{ include "gpuledger.kafkaUser" . }}
+- name: GPULEDGER_KAFKA_SASL_PASSWORD_FILE
+  value: /etc/gpuledger/kafka-user/password
+{{- end }}
+{{- end -}}
+
+{{/* Their mounts; call with the root context. Empty for plaintext without a login. */}}
+{{- define "gpuledger.kafkaClientMounts" -}}
+{{- $p := include "gpuledger.kafkaProtocol" . -}}
+{{- if and (ne $p "plaintext") .Values.kafka.security.caSecret }}
+- name: kafka-ca
+  mountPath: /etc/gpuledger/kafka-ca
+  readOnly: true
+{{- end }}
+{{- if eq $p "sasl_ssl" }}
+- name: kafka-user
+  mountPath: /etc/gpuledger/kafka-user
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* Their volumes; same argument as gpuledger.kafkaUser. */}}
+{{- define "gpuledger.kafkaClientVolumes" -}}
+{{- $p := include "gpuledger.kafkaProtocol" .root -}}
+{{- $sec := .root.Values.kafka.security -}}
+{{- if and (ne $p "plaintext") $sec.caSecret }}
+# The brokers' CA (for Strimzi, a copy of its cluster CA).
+- name: kafka-ca
+  secret:
+    secretName: {{ $sec.caSecret }}
+    items:
+      - key: {{ required "kafka.security.caKey is required with kafka.security.caSecret" $sec.caKey }}
+        path: {{ $sec.caKey }}
+{{- end }}
+{{- if eq $p "sasl_ssl" }}
+# The SCRAM password (for Strimzi, written by its user operator).
+- name: kafka-user
+  secret:
+    secretName: {{ include "gpuledger.kafkaUser" . }}
+    defaultMode: 0440
+    items:
+      - key: password
+        path: password
+{{- end }}
 {{- end -}}
