@@ -55,12 +55,8 @@ fn standings(billing: &Facts, policy: &TenantPolicy, now: Timestamp) -> Vec<Stan
     if !has_budget(policy) {
         return Vec::new();
     }
-    let (spend, hours) = match month_to_date(billing, &policy.pool, &policy.tenant, now) {
-        Ok(figures) => figures,
-        Err(e) => {
-            tracing::debug!(pool = %policy.pool, tenant = %policy.tenant, error = %e, "budget not priced");
-            return Vec::new();
-        }
+    let Ok((spend, hours)) = month_to_date(billing, &policy.pool, &policy.tenant, now) else {
+        return Vec::new();
     };
     let mut out = Vec::new();
     if let Some(budget) = &policy.monthly_budget {

@@ -473,7 +473,14 @@ impl Ledger {
             }
         }
         // The event applies: only now may the billing facts change.
-        self.bill(&mut records.billing, event, before, now, &mut out);
+        self.bill(
+            &mut records.billing,
+            event,
+            before,
+            now,
+            &mut out,
+            &mut warnings,
+        );
         let (decisions, segments) = out.finish();
         Ok((decisions, warnings, segments))
     }
@@ -487,11 +494,12 @@ impl Ledger {
         before: Option<Timestamp>,
         now: Timestamp,
         out: &mut decide::Decisions<'_>,
+        warnings: &mut Vec<String>,
     ) {
         let facts = std::iter::once(event).chain(out.decisions().iter().map(|d| &**d));
         for e in facts {
             if let Err(e) = billing.observe(e) {
-                tracing::warn!(error = %e, "billing facts: event not taken in");
+                warnings.push(format!("billing facts: event not taken in: {e}"));
             }
         }
         for s in out.segments() {
