@@ -415,6 +415,12 @@ impl Delivery {
     /// Waits until the broker has the event (every replica, with
     /// `acks=all`), or says why it does not.
     pub async fn settled(self) -> Result<()> {
+        self.placed().await.map(|_| ())
+    }
+
+    /// Like [`Delivery::settled`], with where the event landed: its
+    /// partition and offset.
+    pub async fn placed(self) -> Result<(i32, i64)> {
         let outcome = self.future.await;
         Self::outcome(self.topic, outcome)
     }
@@ -422,9 +428,9 @@ impl Delivery {
     fn outcome(
         topic: String,
         outcome: Result<OwnedDeliveryResult, futures::channel::oneshot::Canceled>,
-    ) -> Result<()> {
+    ) -> Result<(i32, i64)> {
         match outcome {
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok(placed)) => Ok((placed.partition, placed.offset)),
             Ok(Err((e, _))) => Err(Error::Delivery { topic, source: e }),
             Err(_cancelled) => Err(Error::Delivery {
                 topic,

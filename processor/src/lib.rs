@@ -6,6 +6,7 @@
 
 pub mod answers;
 pub mod api;
+pub mod applied;
 mod batch_reader;
 pub mod burst_hook;
 pub mod generate;

@@ -362,8 +362,11 @@ struct RunArgs {
     #[arg(long, default_value_t = 10_000)]
     snapshot_every: u64,
 
-    /// Ledger events per decision transaction at most.
-    #[arg(long, default_value_t = 500)]
+    /// Ledger events per decision transaction at most. While one
+    /// transaction commits, the next gathers up to this many events; once
+    /// it is full, reading waits, so a small batch caps the ledger's
+    /// throughput at this many events per commit.
+    #[arg(long, default_value_t = 20_000)]
     ledger_batch: usize,
 
     /// How long a decision transaction waits to fill, from its first event
@@ -539,6 +542,7 @@ async fn main() -> anyhow::Result<()> {
                 }),
                 waiters: None,
                 answer: args.answer_at,
+                applied: None,
             };
             let config = TelemetryWriterConfig {
                 kafka: writer.kafka.clone(),
@@ -567,6 +571,7 @@ async fn main() -> anyhow::Result<()> {
             api_state.reservations = ledger.ledger.reservations;
             // This process's own decisions answer its callers directly.
             ledger.waiters = Some(api_state.waiters.clone());
+            ledger.applied = Some(api_state.applied.clone());
             let listener = tokio::net::TcpListener::bind(args.api_listen)
                 .await
                 .map_err(|e| {

@@ -4,7 +4,6 @@
 //! only when that offset is not past the group's committed offset.
 
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -57,9 +56,11 @@ pub fn save(dir: &Path, snapshot: &Snapshot) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let target = path(dir, &snapshot.topic, snapshot.partition);
     let tmp = target.with_extension("json.tmp");
-    let mut file = File::create(&tmp)?;
+    let mut file = std::io::BufWriter::new(File::create(&tmp)?);
     serde_json::to_writer(&mut file, snapshot).map_err(std::io::Error::other)?;
-    file.flush()?;
+    let file = file
+        .into_inner()
+        .map_err(std::io::IntoInnerError::into_error)?;
     file.sync_all()?;
     std::fs::rename(&tmp, &target)?;
     File::open(dir)?.sync_all()?;

@@ -22,13 +22,14 @@ use gpuledger_schemas::{Envelope, Event, EventBody, Timestamp, Topic};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
-use auth::{Tokens, acting_tenant, may_append, require_scheduler, require_writer, role};
+use auth::{Role, Tokens, acting_tenant, may_append, require_scheduler, require_writer, role};
 use envelopes::{Mode, Skew};
 use event_ids::EventIds;
 use k8s::K8sMapping;
 use views::{dry_run_decision, get_availability, get_tenant};
 
 use crate::answers::{Answer, Key, Waiters};
+use crate::applied::{AppliedOffsets, Reached};
 use crate::ledger::ReservationLimits;
 use crate::ledger_worker::SharedLedgers;
 
@@ -47,6 +48,8 @@ pub struct ApiState {
     pub skew: Skew,
     /// The bounds of reservation requests, as the ledger has them.
     pub reservations: ReservationLimits,
+    /// How far this process's ledger worker has applied: paces bulk bodies.
+    pub applied: AppliedOffsets,
     ids: Arc<EventIds>,
 }
 
@@ -83,6 +86,7 @@ impl ApiState {
             admission_timeout,
             skew: Skew::default(),
             reservations: ReservationLimits::default(),
+            applied: AppliedOffsets::default(),
             ids: Arc::new(EventIds::new()),
         })
     }
@@ -174,6 +178,28 @@ async fn post_events(
             body: serde_json::json!({ "error": message, "field": "mode" }),
         })?,
     };
+    // Reading a large body is CPU work: off the threads that answer
+    // admissions.
+    let reader = state.clone();
+    let events = tokio::task::spawn_blocking(move || read_events(&reader, &role, mode, &body))
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("reading the body failed: {e}"),
+            )
+        })??;
+    append_paced(&state, &events).await?;
+    Ok(Json(serde_json::json!({ "accepted": events.len() })).into_response())
+}
+
+/// The events of an NDJSON body, enveloped for `role` and checked.
+fn read_events(
+    state: &ApiState,
+    role: &Role,
+    mode: Mode,
+    body: &str,
+) -> Result<Vec<Event>, ApiError> {
     let now = Timestamp::now();
     let mut events = Vec::new();
     for (index, line) in body
@@ -199,8 +225,8 @@ async fn post_events(
         };
         if let Some(object) = value.as_object_mut() {
             let fresh = || state.ids.fresh(now);
-            envelopes::settle(object, &role, mode, state.skew, now, &state.cluster, fresh)
-                .map_err(|r| {
+            envelopes::settle(object, role, mode, state.skew, now, &state.cluster, fresh).map_err(
+                |r| {
                     let status = if r.field == "mode" {
                         StatusCode::FORBIDDEN
                     } else {
@@ -211,7 +237,8 @@ async fn post_events(
                         format!("line {line_no}: {}", r.message),
                         Some(r.field),
                     )
-                })?;
+                },
+            )?;
         }
         let event = Event::from_json_value(&value).map_err(bad)?;
         event.validate().map_err(bad)?;
@@ -225,10 +252,10 @@ async fn post_events(
                 Some("type"),
             ));
         }
-        may_append(&role, &event)
+        may_append(role, &event)
             .map_err(|m| refuse(StatusCode::FORBIDDEN, format!("line {line_no}: {m}"), None))?;
         if let EventBody::ReservationRequest(r) = &event.body {
-            within_limits(&state, r, now).map_err(|(field, m)| {
+            within_limits(state, r, now).map_err(|(field, m)| {
                 refuse(
                     StatusCode::BAD_REQUEST,
                     format!("line {line_no}: {m}"),
@@ -244,37 +271,62 @@ async fn post_events(
             "no events in the body (one JSON event per line)",
         ));
     }
-    // The producer is held only to queue each event, never for a wait: an
-    // admission posted meanwhile is queued between two of these events.
-    let mut deliveries = Vec::with_capacity(events.len());
+    Ok(events)
+}
+
+/// Events a body is appended in at a time.
+const BODY_SLICE: usize = 256;
+/// The longest a slice waits for this process's ledger worker to apply the
+/// one before: pacing is a courtesy to admissions, never a reason to fail.
+const SLICE_PACE: Duration = Duration::from_secs(2);
+/// The longest a body waits for the broker, all slices together.
+const BODY_DELIVERY: Duration = Duration::from_secs(30);
+
+/// Appends `events` a slice at a time: each slice once the broker has the
+/// one before and this process's ledger worker has applied it. An
+/// admission appended meanwhile is queued between two slices, so it waits
+/// behind one slice of the body, not all of it. The producer is held only
+/// to queue each event, never for a wait.
+async fn append_paced(state: &ApiState, events: &[Event]) -> Result<(), ApiError> {
+    let deadline = tokio::time::Instant::now() + BODY_DELIVERY;
     let all_partitions = state.producer.lock().await.partitions(Topic::Ledger)?;
-    for event in &events {
-        match &event.body {
-            // A book for every pool goes to every ledger partition, so each
-            // partition's state machine prices its own pools (DESIGN §11).
-            EventBody::PriceBook(book) if book.pool.is_none() => {
-                for partition in &all_partitions {
+    for slice in events.chunks(BODY_SLICE) {
+        let mut deliveries = Vec::with_capacity(slice.len());
+        for event in slice {
+            match &event.body {
+                // A book for every pool goes to every ledger partition, so each
+                // partition's state machine prices its own pools (DESIGN §11).
+                EventBody::PriceBook(book) if book.pool.is_none() => {
+                    for partition in &all_partitions {
+                        let producer = state.producer.lock().await;
+                        deliveries.push(producer.queue_to(event, Some(*partition)).await?);
+                    }
+                }
+                _ => {
                     let producer = state.producer.lock().await;
-                    deliveries.push(producer.queue_to(event, Some(*partition)).await?);
+                    deliveries.push(producer.queue(event).await?);
                 }
             }
-            _ => {
-                let producer = state.producer.lock().await;
-                deliveries.push(producer.queue(event).await?);
-            }
         }
-    }
-    let settled = futures::future::join_all(deliveries.into_iter().map(|d| d.settled()));
-    match tokio::time::timeout(Duration::from_secs(30), settled).await {
-        Ok(results) => results.into_iter().collect::<Result<(), _>>()?,
-        Err(_) => {
+        let placed = futures::future::join_all(deliveries.into_iter().map(|d| d.placed()));
+        let Ok(placed) = tokio::time::timeout_at(deadline, placed).await else {
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "the broker did not acknowledge the events within 30 s; post them again (ids make a retry safe)",
             ));
+        };
+        let mut last: std::collections::BTreeMap<i32, i64> = Default::default();
+        for (partition, offset) in placed.into_iter().collect::<Result<Vec<_>, _>>()? {
+            let at = last.entry(partition).or_insert(offset);
+            *at = (*at).max(offset);
+        }
+        for (partition, offset) in last {
+            if state.applied.reached(partition, offset, SLICE_PACE).await == Reached::TimedOut {
+                tracing::debug!(partition, offset, "ledger worker behind a body's slice");
+            }
         }
     }
-    Ok(Json(serde_json::json!({ "accepted": events.len() })).into_response())
+    Ok(())
 }
 
 /// The body of `POST /v1/admission`.

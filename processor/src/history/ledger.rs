@@ -10,8 +10,10 @@
 //! row at or below it is durable in every table. On start, files of the
 //! other tables beyond the frontier (a flush cut short) are removed, and
 //! rows are produced again only for offsets above it. The ledger worker
-//! flushes before every snapshot, so the state it restores is never ahead
-//! of the history.
+//! flushes before every snapshot and saves the snapshot only once that
+//! flush is written, so the state it restores is never ahead of the
+//! history. Flushes are written on a thread of their own
+//! ([`super::ledger_files`]), so the worker never waits for a disk.
 
 use gpuledger_common::history::HistoryRoot;
 use std::collections::BTreeMap;
@@ -30,8 +32,8 @@ use gpuledger_schemas::tables::{
 use serde_json::{Value, json};
 
 use super::layout::{FileName, durable_offsets, remove_beyond, remove_leftovers};
-use super::sink::write_file;
-use crate::{Error, Result, metrics};
+use super::ledger_files::{Files, Flush, Written};
+use crate::{Error, Result};
 
 /// The tables, in the order a flush writes them: the marker table last.
 const TABLES: [&str; 8] = [
@@ -45,7 +47,7 @@ const TABLES: [&str; 8] = [
     ledger_events::TABLE,
 ];
 
-fn schema_of(table: &str) -> Result<SchemaRef> {
+pub(super) fn schema_of(table: &str) -> Result<SchemaRef> {
     tables::all()
         .into_iter()
         .find(|(name, _)| *name == table)
@@ -67,10 +69,12 @@ struct Buffer {
 /// The ledger history of every partition this worker owns.
 #[derive(Debug)]
 pub struct LedgerHistory {
-    root: HistoryRoot,
     topic: String,
+    /// The highest offset of each partition whose rows are written or
+    /// handed to the writer thread.
     frontier: BTreeMap<i32, i64>,
     buffers: BTreeMap<i32, Buffer>,
+    files: Files,
 }
 
 impl LedgerHistory {
@@ -78,10 +82,10 @@ impl LedgerHistory {
     /// yet: see [`adopt`] and [`LedgerHistory::adopted`].
     pub fn open(root: &HistoryRoot, topic: &str) -> Result<Self> {
         Ok(Self {
-            root: root.clone(),
             topic: topic.to_owned(),
             frontier: BTreeMap::new(),
             buffers: BTreeMap::new(),
+            files: Files::start(root, &TABLES)?,
         })
     }
 
@@ -94,14 +98,23 @@ impl LedgerHistory {
         };
     }
 
-    /// Lets `partition` go: its rows not yet written are dropped (the next
-    /// owner replays them from the committed offset and writes them).
-    pub fn release(&mut self, partition: i32) {
+    /// Lets `partition` go: its rows not yet buffered are dropped (the next
+    /// owner replays them from the committed offset and writes them), and
+    /// what was handed to the writer is written before this returns, so no
+    /// file of it appears once another owner may be writing.
+    pub fn release(&mut self, partition: i32) -> Result<()> {
         self.buffers.remove(&partition);
         self.frontier.remove(&partition);
+        self.files.written().wait()
     }
 
-    /// The highest offset of `partition` whose rows are durable.
+    /// A ticket for every row flushed so far: durable once it is kept.
+    pub fn written(&self) -> Written {
+        self.files.written()
+    }
+
+    /// The highest offset of `partition` whose rows are durable once
+    /// [`LedgerHistory::written`] is kept.
     pub fn frontier(&self, partition: i32) -> Option<i64> {
         self.frontier.get(&partition).copied()
     }
@@ -182,9 +195,10 @@ impl LedgerHistory {
             .is_some_and(|since| since.elapsed() >= age)
     }
 
-    /// Writes `partition`'s buffered rows durably, marker table last.
+    /// Hands `partition`'s buffered rows to the writer thread, which
+    /// writes them durably, marker table last.
     pub fn flush(&mut self, partition: i32) -> Result<()> {
-        let Some(mut buffer) = self.buffers.remove(&partition) else {
+        let Some(buffer) = self.buffers.remove(&partition) else {
             return Ok(());
         };
         let Some(first_offset) = buffer.first_offset else {
@@ -196,28 +210,22 @@ impl LedgerHistory {
             first_offset,
             last_offset: buffer.last_offset,
         };
-        for table in TABLES {
-            let Some(rows) = buffer.rows.remove(table) else {
-                continue;
-            };
-            let batch = to_batch(schema_of(table)?, &rows)?;
-            tokio::task::block_in_place(|| {
-                write_file(&self.root, table, &buffer.date, &name, &batch)
-            })?;
-            metrics::HISTORY_FILES_WRITTEN.inc();
-        }
+        self.files.hand(Flush {
+            name,
+            date: buffer.date,
+            rows: buffer.rows,
+        })?;
         self.frontier.insert(partition, buffer.last_offset);
-        tracing::debug!(file = %name.render(), "ledger history written");
         Ok(())
     }
 
-    /// Flushes every partition.
+    /// Flushes every partition and waits until all of it is written.
     pub fn flush_all(&mut self) -> Result<()> {
         let partitions: Vec<i32> = self.buffers.keys().copied().collect();
         for p in partitions {
             self.flush(p)?;
         }
-        Ok(())
+        self.files.written().wait()
     }
 }
 
@@ -281,7 +289,7 @@ fn fact_rows(event: &Event, json: &Value) -> Vec<(&'static str, Value)> {
 
 /// Rows in their JSON form into one batch of `schema`; fields the table
 /// does not have are ignored, absent ones are null.
-fn to_batch(schema: SchemaRef, rows: &[Value]) -> Result<RecordBatch> {
+pub(super) fn to_batch(schema: SchemaRef, rows: &[Value]) -> Result<RecordBatch> {
     let history = |e: arrow::error::ArrowError| Error::History(e.to_string());
     let mut decoder = ReaderBuilder::new(schema)
         .build_decoder()

@@ -12,5 +12,6 @@ pub mod compact_parts;
 pub mod hourly;
 pub mod layout;
 pub mod ledger;
+pub mod ledger_files;
 pub mod samples;
 pub mod sink;

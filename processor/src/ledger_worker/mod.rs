@@ -42,6 +42,7 @@ use membership::{Change, Membership};
 use transactions::{Batch, Committed, InFlight, Transactions};
 
 use crate::answers::Waiters;
+use crate::applied::AppliedOffsets;
 use crate::burst_hook::BurstHook;
 use crate::history::ledger::LedgerHistory;
 use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
@@ -86,6 +87,8 @@ pub struct LedgerWorkerConfig {
     pub waiters: Option<Waiters>,
     /// When those callers are answered.
     pub answer: AnswerAt,
+    /// Told of every record applied, for callers pacing their appends.
+    pub applied: Option<AppliedOffsets>,
 }
 
 /// When a caller of this process waiting for a decision is answered.
@@ -279,8 +282,11 @@ async fn run_once(
                 Change::Revoked(partitions) => {
                     for partition in partitions {
                         workers.remove(&partition);
+                        if let Some(applied) = &config.applied {
+                            applied.released(partition);
+                        }
                         if let Some(history) = history.as_mut() {
-                            history.release(partition);
+                            history.release(partition)?;
                         }
                         if let Ok(mut map) = ledgers.write() {
                             map.remove(&partition);
@@ -318,6 +324,9 @@ async fn run_once(
                     if let Ok(event) = decoded {
                         let outcome = apply(&event)?;
                         record_history(&mut history, position, &event, &outcome)?;
+                    }
+                    if let Some(applied) = &config.applied {
+                        applied.applied(partition, offset);
                     }
                     continue;
                 }
@@ -358,6 +367,9 @@ async fn run_once(
                 }
                 if config.answer == AnswerAt::Decided {
                     answer(config, &worker.pending[answered_from..]);
+                }
+                if let Some(applied) = &config.applied {
+                    applied.applied(partition, offset);
                 }
                 worker.next_offset = Some(offset + 1);
                 worker.since_snapshot += 1;
@@ -465,11 +477,16 @@ impl Batches<'_> {
             .consumer
             .group_metadata()
             .ok_or_else(|| Error::Ledger("the ledger consumer has no group metadata".into()))?;
+        let history = match snapshot {
+            Some(_) => history.as_ref().map(LedgerHistory::written),
+            None => None,
+        };
         worker.transactions.send(Batch {
             outputs: std::mem::take(&mut worker.pending),
             next_offset,
             group,
             snapshot,
+            history,
         })?;
         worker.uncommitted = 0;
         Ok(())

@@ -29,6 +29,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc as tokio_mpsc;
 
 use super::{Output, TXN_TIMEOUT};
+use crate::history::ledger_files::Written;
 use crate::snapshot::{self, Snapshot};
 use crate::{Error, Result, metrics};
 
@@ -39,8 +40,11 @@ pub(super) struct Batch {
     pub(super) next_offset: i64,
     /// The consumer group's generation the offsets are committed for.
     pub(super) group: ConsumerGroupMetadata,
-    /// The partition's state at `next_offset`, saved once committed.
+    /// The partition's state at `next_offset`, saved once committed and
+    /// once the history it points to is written.
     pub(super) snapshot: Option<Box<Snapshot>>,
+    /// Kept when the history rows below `next_offset` are durable.
+    pub(super) history: Option<Written>,
 }
 
 /// A transaction's end, reported to the loop.
@@ -250,6 +254,10 @@ fn commit(
     metrics::DECISION_TRANSACTION_SECONDS.observe(began.elapsed());
     // The snapshot's state is the state at the offset just committed.
     if let (Some(dir), Some(snapshot)) = (&context.state_dir, &batch.snapshot) {
+        // Never ahead of the history: its rows first.
+        if let Some(history) = &batch.history {
+            history.wait()?;
+        }
         snapshot::save(dir, snapshot)?;
         tracing::debug!(
             partition,
