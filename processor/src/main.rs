@@ -50,7 +50,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 ///   `ledger_only` says the command only folds the ledger: the ledger's
 ///   tables are large and read at random, one miss of the address cache
 ///   (TLB) per lookup with 4 KiB pages, and 2 MiB pages made `fold` of the
-///   benchmark month 5–10 % faster (BENCHMARKS.md);
+///   benchmark month 5–10 % faster (docs/bench-journal/ledger-replay.md);
 /// - a command that only folds the ledger never hands memory back
 ///   (`MIMALLOC_PURGE_DELAY` still wins): it exits when the fold is done,
 ///   and the memory an applied event frees (its decisions, once written)
@@ -58,7 +58,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 ///   only to fault it in again is wasted work (72 MiB over the first
 ///   20,000 events of the benchmark month); `fold` of the month was 4–6 %
 ///   faster by the median in some rounds, no faster in others
-///   (BENCHMARKS.md, "2026-12-07, later").
+///   (docs/bench-journal/ledger-replay.md, "2026-12-07, later").
 fn tune_allocator(ledger_only: bool) {
     if std::env::var_os("MIMALLOC_PURGE_DECOMMITS").is_none() {
         // SAFETY: sets one of mimalloc's options; any value is allowed.

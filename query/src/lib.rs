@@ -83,7 +83,7 @@ pub async fn session(
     // `DATAFUSION_EXECUTION_PARQUET_PUSHDOWN_FILTERS` turns it on): the
     // history's sort keys already skip pages by their statistics, and
     // evaluating a filter row by row while decoding cost more than it saved
-    // on queries keeping much of what they read (BENCHMARKS.md). The
+    // on queries keeping much of what they read (docs/bench-journal/query-service.md). The
     // statement's raw-sample reads turn it on for themselves.
     // DataFusion caches a table's file listing forever by default; history
     // grows while the service runs, so every query lists the files anew.

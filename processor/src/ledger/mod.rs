@@ -4,8 +4,9 @@
 //!
 //! Pure: no I/O, no clock, no Kafka. Time is the largest `event_time` seen
 //! in the partition; timers due up to that time fire, in time order, before
-//! the event that moved it. Every map is ordered, so the same events always
-//! give byte-identical decisions.
+//! the event that moved it. Hash maps use a fixed hash (FxHash, no random
+//! seed) and where order shows in a decision the map is ordered, so the
+//! same events always give byte-identical decisions.
 
 mod admission;
 mod budgets;
