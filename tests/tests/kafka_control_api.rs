@@ -276,6 +276,32 @@ async fn kafka_control_api_appends_events_and_answers_admissions() {
         "{reply}"
     );
 
+    // A body of many slices arrives whole and in order: its last line
+    // raises team-a's quota, and the next admission sees it.
+    let mut many: String = (0..999)
+        .map(|i| {
+            format!(
+                r#"{{"type":"UsageRecord","event_id":"use-{i}","event_time":"2026-11-02T00:00:00Z","source":"t","cluster":"c","pool":"h200","tenant":"team-a","kind":"storage_gb_hours","quantity":"1","start":"2026-11-01T00:00:00Z","end":"2026-11-02T00:00:00Z"}}"#
+            ) + "\n"
+        })
+        .collect();
+    many.push_str(
+        &SETUP
+            .lines()
+            .nth(1)
+            .unwrap()
+            .replace(r#""nominal_ge":"1""#, r#""nominal_ge":"2""#)
+            .replace(r#""pol-a""#, r#""pol-a-2""#),
+    );
+    let (status, body) = post(&events, Some(ADMIN), &many);
+    assert_eq!(
+        (status, body["accepted"].clone()),
+        (200, serde_json::json!(1000)),
+        "{body}"
+    );
+    let (_, raised) = post(&admission, Some(SCHEDULER), &ask("r6", 1));
+    assert_eq!(raised["decision"], "admit", "{raised}");
+
     // Metrics: what was applied and what was rejected is counted.
     // Admissions are answered once decided, and decisions are counted once
     // their transaction commits, a moment later.
@@ -302,7 +328,7 @@ async fn kafka_control_api_appends_events_and_answers_admissions() {
         metrics = read_metrics();
     }
     let value = |name: &str| metric(&metrics, name);
-    assert!(value("gpuledger_ledger_events_applied_total") >= 7);
+    assert!(value("gpuledger_ledger_events_applied_total") >= 1_007);
     assert!(value("gpuledger_ledger_events_rejected_total") >= 2);
     assert!(value("gpuledger_decisions_emitted_total") >= 5);
     assert!(value("gpuledger_api_requests_refused_total") >= 8);
