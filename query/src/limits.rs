@@ -338,3 +338,35 @@ impl ScalarUDFImpl for Capped {
         self.inner.invoke_with_args(args)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Leads share their places: once they hold them all, another lead
+    /// waits, and finance (every tenant) still gets one at once.
+    #[tokio::test]
+    async fn leads_filling_their_places_never_hold_finance_up() {
+        let limits = Limits {
+            lead_queries: 2,
+            reader_queries: 1,
+            ..Limits::for_memory(1 << 30)
+        };
+        let slots = Slots::new(&limits);
+        let (a, b) = (
+            Access::Tenant("team-a".into()),
+            Access::Tenant("team-b".into()),
+        );
+        let held = [slots.enter(&a).await, slots.enter(&b).await];
+        let short = Duration::from_millis(50);
+        assert!(
+            tokio::time::timeout(short, slots.enter(&a)).await.is_err(),
+            "a third lead query ran beside two"
+        );
+        let finance = tokio::time::timeout(short, slots.enter(&Access::All)).await;
+        assert!(finance.is_ok(), "finance waited behind the leads");
+        drop(held);
+        assert!(tokio::time::timeout(short, slots.enter(&b)).await.is_ok());
+    }
+}
