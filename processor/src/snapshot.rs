@@ -46,6 +46,25 @@ impl Snapshot {
     }
 }
 
+/// The layout of the ledger state in a snapshot file. Raise it whenever
+/// the serialized state changes meaning or shape: a file of another
+/// version is passed over and the partition replayed from its start, so no
+/// build ever needs to read an older state.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// A snapshot file: its format, then the snapshot.
+#[derive(Serialize)]
+struct FileOut<'a> {
+    format_version: u32,
+    snapshot: &'a Snapshot,
+}
+
+#[derive(Deserialize)]
+struct FileIn {
+    format_version: u32,
+    snapshot: Snapshot,
+}
+
 /// The snapshot file of one partition.
 pub fn path(dir: &Path, topic: &str, partition: i32) -> PathBuf {
     dir.join(format!("{topic}-{partition}.snapshot.json"))
@@ -57,7 +76,11 @@ pub fn save(dir: &Path, snapshot: &Snapshot) -> std::io::Result<()> {
     let target = path(dir, &snapshot.topic, snapshot.partition);
     let tmp = target.with_extension("json.tmp");
     let mut file = std::io::BufWriter::new(File::create(&tmp)?);
-    serde_json::to_writer(&mut file, snapshot).map_err(std::io::Error::other)?;
+    let out = FileOut {
+        format_version: FORMAT_VERSION,
+        snapshot,
+    };
+    serde_json::to_writer(&mut file, &out).map_err(std::io::Error::other)?;
     let file = file
         .into_inner()
         .map_err(std::io::IntoInnerError::into_error)?;
@@ -77,8 +100,18 @@ pub fn load(dir: &Path, topic: &str, partition: i32) -> std::io::Result<Option<S
     // A snapshot only saves time: one this build cannot read (another
     // version's state, a damaged file) is passed over, and the partition
     // is replayed from its start.
-    let snapshot: Snapshot = match serde_json::from_reader(std::io::BufReader::new(file)) {
-        Ok(snapshot) => snapshot,
+    let snapshot = match serde_json::from_reader::<_, FileIn>(std::io::BufReader::new(file)) {
+        Ok(read) if read.format_version == FORMAT_VERSION => read.snapshot,
+        Ok(read) => {
+            tracing::warn!(
+                topic,
+                partition,
+                found = read.format_version,
+                expected = FORMAT_VERSION,
+                "ledger snapshot of another format; replaying from the start"
+            );
+            return Ok(None);
+        }
         Err(e) => {
             tracing::warn!(topic, partition, error = %e, "ledger snapshot does not read; replaying from the start");
             return Ok(None);
@@ -105,10 +138,21 @@ mod tests {
         };
         save(dir.path(), &snapshot).unwrap();
         let back = load(dir.path(), "t", 0).unwrap().unwrap();
-        assert_eq!((back.next_offset, back.ledger), (42, snapshot.ledger));
+        assert_eq!((back.next_offset, &back.ledger), (42, &snapshot.ledger));
         assert!(load(dir.path(), "t", 1).unwrap().is_none());
         // A file this build cannot read is passed over, not an error.
         std::fs::write(path(dir.path(), "t", 0), "{\"topic\":\"t\",\"ledger\":[]}").unwrap();
+        assert!(load(dir.path(), "t", 0).unwrap().is_none());
+        // Nor is one of another format, even when its state would read.
+        save(dir.path(), &snapshot).unwrap();
+        let written = std::fs::read_to_string(path(dir.path(), "t", 0)).unwrap();
+        let other = written.replacen(
+            &format!("\"format_version\":{FORMAT_VERSION}"),
+            &format!("\"format_version\":{}", FORMAT_VERSION + 1),
+            1,
+        );
+        assert_ne!(other, written);
+        std::fs::write(path(dir.path(), "t", 0), other).unwrap();
         assert!(load(dir.path(), "t", 0).unwrap().is_none());
     }
 
