@@ -105,7 +105,8 @@ impl LedgerHistory {
     pub fn release(&mut self, partition: i32) -> Result<()> {
         self.buffers.remove(&partition);
         self.frontier.remove(&partition);
-        self.files.written().wait()
+        // A wait for the disk: other tasks of the runtime go on meanwhile.
+        tokio::task::block_in_place(|| self.files.written().wait())
     }
 
     /// A ticket for every row flushed so far: durable once it is kept.
@@ -225,7 +226,8 @@ impl LedgerHistory {
         for p in partitions {
             self.flush(p)?;
         }
-        self.files.written().wait()
+        // A wait for the disk: other tasks of the runtime go on meanwhile.
+        tokio::task::block_in_place(|| self.files.written().wait())
     }
 }
 

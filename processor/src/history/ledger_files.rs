@@ -137,7 +137,11 @@ impl Files {
         let sent = self
             .jobs
             .as_ref()
-            .is_some_and(|jobs| jobs.send((self.handed, flush)).is_ok());
+            // Blocks only when the writer is behind: other tasks of the
+            // runtime go on meanwhile.
+            .is_some_and(|jobs| {
+                tokio::task::block_in_place(|| jobs.send((self.handed, flush)).is_ok())
+            });
         match sent {
             true => Ok(()),
             false => Err(Error::History("the history thread has stopped".into())),

@@ -33,20 +33,21 @@ use rdkafka::message::OwnedMessage;
 use rdkafka::producer::{FutureProducer, Producer};
 
 mod ahead;
+mod batches;
 mod membership;
 mod transactions;
 
 use ahead::too_far_ahead;
+use batches::Batches;
 
 use membership::{Change, Membership};
-use transactions::{Batch, Committed, InFlight, Transactions};
+use transactions::{InFlight, Transactions};
 
 use crate::answers::Waiters;
 use crate::applied::AppliedOffsets;
 use crate::burst_hook::BurstHook;
 use crate::history::ledger::LedgerHistory;
 use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
-use crate::snapshot::{HistoryMark, Snapshot};
 use crate::{Error, Result, metrics};
 
 /// Settings of the ledger worker.
@@ -87,7 +88,8 @@ pub struct LedgerWorkerConfig {
     pub waiters: Option<Waiters>,
     /// When those callers are answered.
     pub answer: AnswerAt,
-    /// Told of every record applied, for callers pacing their appends.
+    /// Told of every record decided since this start, for callers pacing
+    /// their appends.
     pub applied: Option<AppliedOffsets>,
 }
 
@@ -325,9 +327,6 @@ async fn run_once(
                         let outcome = apply(&event)?;
                         record_history(&mut history, position, &event, &outcome)?;
                     }
-                    if let Some(applied) = &config.applied {
-                        applied.applied(partition, offset);
-                    }
                     continue;
                 }
                 let outcome = match &decoded {
@@ -410,130 +409,6 @@ async fn run_once(
     }
     tracing::info!("ledger worker stopped");
     Ok(())
-}
-
-/// Hands partitions' batches to their transactions and takes the ends back.
-struct Batches<'a> {
-    consumer: &'a StreamConsumer<Membership>,
-    topic: &'a str,
-    config: &'a LedgerWorkerConfig,
-    ledgers: &'a SharedLedgers,
-}
-
-impl Batches<'_> {
-    /// Hands the partition's events since its last batch to its transaction
-    /// thread, unless one is in flight (the end of that one hands over
-    /// again) or there is nothing to hand.
-    fn hand_over(
-        &self,
-        partition: i32,
-        worker: &mut PartitionWorker,
-        history: &mut Option<LedgerHistory>,
-        final_snapshot: bool,
-    ) -> Result<()> {
-        if worker.transactions.busy() {
-            return Ok(());
-        }
-        let Some(next_offset) = worker.next_offset.take() else {
-            return Ok(());
-        };
-        let config = self.config;
-        let due = config.state_dir.is_some()
-            && (worker.since_snapshot >= config.snapshot_every
-                || (final_snapshot && worker.since_snapshot > 0));
-        if let Some(history) = history.as_mut()
-            && (due || final_snapshot || history.due(partition, config.history_flush))
-        {
-            // Before a snapshot: the state restored must not be ahead of
-            // the history.
-            history.flush(partition)?;
-        }
-        // The state now is the state at `next_offset`; it is saved once the
-        // batch commits.
-        let snapshot = match due {
-            true => self
-                .ledgers
-                .read()
-                .ok()
-                .and_then(|m| m.get(&partition).cloned())
-                .map(|ledger| {
-                    Box::new(Snapshot {
-                        topic: self.topic.to_owned(),
-                        partition,
-                        next_offset,
-                        ledger,
-                        // Flushed above: every row caused below `next_offset` is durable.
-                        history: history.as_ref().map(|h| HistoryMark {
-                            frontier: h.frontier(partition),
-                        }),
-                    })
-                }),
-            false => None,
-        };
-        if snapshot.is_some() {
-            worker.since_snapshot = 0;
-        }
-        let group = self
-            .consumer
-            .group_metadata()
-            .ok_or_else(|| Error::Ledger("the ledger consumer has no group metadata".into()))?;
-        let history = match snapshot {
-            Some(_) => history.as_ref().map(LedgerHistory::written),
-            None => None,
-        };
-        worker.transactions.send(Batch {
-            outputs: std::mem::take(&mut worker.pending),
-            next_offset,
-            group,
-            snapshot,
-            history,
-        })?;
-        worker.uncommitted = 0;
-        Ok(())
-    }
-
-    /// A transaction ended: announces what it made visible. An error ends
-    /// the worker, which restarts from the committed offsets. Returns the
-    /// partition when it is still this run's, free for its next batch.
-    fn finished(
-        &self,
-        committed: Committed,
-        workers: &mut BTreeMap<i32, PartitionWorker>,
-    ) -> Result<Option<i32>> {
-        let partition = committed.partition;
-        let worker = workers
-            .get_mut(&partition)
-            .filter(|w| w.transactions.id() == committed.thread);
-        let outputs = match (committed.result, worker.is_some()) {
-            (Ok(outputs), _) => outputs,
-            (Err(e), true) => return Err(e),
-            (Err(e), false) => {
-                // Given up meanwhile: the next owner decides it again.
-                tracing::warn!(partition, error = %e, "transaction of a partition given up failed");
-                return Ok(None);
-            }
-        };
-        metrics::DECISIONS_EMITTED.add(announce(self.config, outputs));
-        Ok(worker.map(|worker| {
-            worker.transactions.done();
-            partition
-        }))
-    }
-
-    /// Waits until no partition has a transaction in flight.
-    async fn drain(
-        &self,
-        completions: &mut tokio::sync::mpsc::UnboundedReceiver<Committed>,
-        workers: &mut BTreeMap<i32, PartitionWorker>,
-    ) -> Result<()> {
-        while workers.values().any(|w| w.transactions.busy()) {
-            let Some(committed) = completions.recv().await else {
-                break;
-            };
-            self.finished(committed, workers)?;
-        }
-        Ok(())
-    }
 }
 
 /// Hands decisions and rejections to the callers of this process waiting
