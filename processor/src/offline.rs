@@ -7,7 +7,7 @@
 use gpuledger_schemas::billing::{self, Facts, Period, Statement};
 use gpuledger_schemas::{Event, Timestamp};
 
-use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
+use crate::ledger::{Ledger, LedgerConfig, Outcome, Position, Rejection};
 
 /// What folding a ledger gave: the billing facts, the ledger's time, and
 /// the events it rejected (line number and reason).
@@ -15,7 +15,7 @@ use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
 pub struct Folded {
     pub facts: Facts,
     pub now: Option<Timestamp>,
-    pub rejected: Vec<(usize, String)>,
+    pub rejected: Vec<(usize, Rejection)>,
 }
 
 /// Folds `events` in order as one ledger partition.

@@ -14,7 +14,7 @@ use gpuledger_schemas::{Codec, Topic};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
+use crate::ledger::{Ledger, LedgerConfig, Outcome, Position, Rejection};
 use crate::ledger_worker::partitions_of;
 use crate::progress::Progress;
 use crate::snapshot::{self, Snapshot};
@@ -100,7 +100,7 @@ pub fn run(config: &ReplayConfig) -> Result<ReplaySummary> {
         let outcome = match codec.decode(message.payload().unwrap_or_default()) {
             Ok(event) => ledger.apply(Position { partition, offset }, &event),
             Err(e) => Outcome::Rejected {
-                reason: e.to_string(),
+                reason: Rejection::Invalid(e),
             },
         };
         match outcome {

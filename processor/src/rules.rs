@@ -25,6 +25,12 @@ pub struct LedgerRulesArgs {
     /// Reservations a tenant may hold open in a pool.
     #[arg(long, env = "GPULEDGER_RESERVATION_MAX_OPEN", default_value_t = 100)]
     pub reservation_max_open: usize,
+
+    /// Price every budgeted tenant's month after every event, without the
+    /// watch that skips tenants whose spend cannot reach their next line
+    /// (the decisions are the same; for checking the watch, or suspecting it).
+    #[arg(long, env = "GPULEDGER_NO_BUDGET_WATCH")]
+    pub no_budget_watch: bool,
 }
 
 impl LedgerRulesArgs {
@@ -41,6 +47,7 @@ impl LedgerRulesArgs {
                     .saturating_mul(MICROS_PER_DAY),
                 max_open_per_tenant: self.reservation_max_open,
             },
+            budget_watch: !self.no_budget_watch,
         }
     }
 }

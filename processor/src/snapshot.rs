@@ -50,7 +50,9 @@ impl Snapshot {
 /// the serialized state changes meaning or shape: a file of another
 /// version is passed over and the partition replayed from its start, so no
 /// build ever needs to read an older state.
-pub const FORMAT_VERSION: u32 = 1;
+///
+/// 2: the ledger as `state`, `records` and `applied`; alerts as records.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// A snapshot file: its format, then the snapshot.
 #[derive(Serialize)]

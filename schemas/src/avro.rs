@@ -55,7 +55,7 @@ impl AvroField for String {
     }
 }
 
-impl AvroField for crate::text::Text {
+impl AvroField for gpuledger_collections::Text {
     fn to_avro(&self) -> Value {
         Value::String(self.to_string())
     }

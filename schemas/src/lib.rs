@@ -13,8 +13,6 @@
 mod avro;
 
 pub mod billing;
-pub mod by_name;
-pub mod chunked;
 pub mod error;
 pub mod events;
 pub mod exact;
@@ -24,7 +22,6 @@ pub mod sample_datum;
 pub mod samples;
 #[cfg(feature = "arrow")]
 pub mod tables;
-pub mod text;
 pub mod time;
 mod validate;
 
@@ -38,7 +35,7 @@ pub mod wire;
 pub use error::{Error, Result};
 pub use events::{Envelope, Event, EventBody, EventType, Topic};
 pub use exact::{Decimal, Rational};
+pub use gpuledger_collections::Text;
 pub use sample_datum::SampleRecord;
-pub use text::Text;
 pub use time::Timestamp;
 pub use wire::{Codec, EVENT_ID_HEADER, cloud_event_headers};

@@ -8,9 +8,11 @@ use gpuledger_schemas::events::{AdmissionOutcome, AdmissionRequest, HoldKind};
 use gpuledger_schemas::{Event, EventBody, Text};
 
 use super::decide::Decisions;
-use super::decided::Lookup;
-use super::{Ge, Hold, Ledger, Records, budgets};
-use gpuledger_schemas::by_name::same_text;
+use super::state::pool_in;
+use super::store::Records;
+use super::store::decided::Lookup;
+use super::{AttemptName, Ge, Hold, Rejection, State, budgets};
+use gpuledger_collections::by_name::same_text;
 
 /// The reasons an admission gives when no budget is spent.
 #[derive(Debug, Clone, Copy)]
@@ -36,7 +38,8 @@ fn shared(reason: Reason) -> Text {
 }
 
 /// What a retry must repeat exactly: everything the request asks but its
-/// id, as the decision answering it records it.
+/// id, as the decision answering it records it. Otherwise, what the
+/// decision records, to name in the rejection.
 fn same_request(r: &AdmissionRequest, decision: &Event) -> Result<(), String> {
     let EventBody::AdmissionDecision(d) = &decision.body else {
         return Err("its decision is not an admission decision".to_owned());
@@ -67,19 +70,19 @@ fn same_request(r: &AdmissionRequest, decision: &Event) -> Result<(), String> {
 }
 
 pub(crate) fn request(
-    ledger: &mut Ledger,
+    state: &mut State,
     r: &AdmissionRequest,
     records: &mut Records,
     out: &mut Decisions<'_>,
-) -> Result<(), String> {
-    let now = ledger.current();
-    let hold_ttl = ledger.config.hold_ttl_micros;
-    let seq = ledger.next_admission_seq + 1;
-    let watch = ledger
+) -> Result<(), Rejection> {
+    let now = state.current();
+    let hold_ttl = state.config.hold_ttl_micros;
+    let seq = state.next_admission_seq + 1;
+    let watch = state
         .budget_watch
         .get(&r.pool, &r.tenant)
         .filter(|w| now < w.until());
-    let pool = super::pool_in(&mut ledger.pools, &r.pool)?;
+    let pool = pool_in(&mut state.pools, &r.pool)?;
     let absent = match records.decided.lookup(&r.pool, &r.request_id) {
         Lookup::New(absent) => absent,
         Lookup::Decided(decision) => {
@@ -88,20 +91,19 @@ pub(crate) fn request(
                     out.repeat(decision);
                     Ok(())
                 }
-                Err(seen) => Err(format!(
-                    "admission request {:?} was already decided with other content ({seen})",
-                    r.request_id
-                )),
+                Err(seen) => Err(Rejection::AdmissionChanged {
+                    request_id: r.request_id.to_string(),
+                    seen,
+                }),
             };
         }
     };
     let key = (r.job_id.as_str(), r.attempt);
     let live = pool.live.find(key);
     if live.hold.is_some() {
-        return Err(format!(
-            "job {:?} attempt {} already holds an admission; a new one needs a new attempt",
-            r.job_id, r.attempt
-        ));
+        return Err(Rejection::AlreadyAdmitted {
+            attempt: AttemptName::of(key),
+        });
     }
     let ended_tenant = match live.attempt {
         Some(_) => None,
@@ -112,10 +114,11 @@ pub(crate) fn request(
     if let Some(tenant) = known_tenant
         && !same_text(tenant, &r.tenant)
     {
-        return Err(format!(
-            "tenant {:?} differs from job {:?} attempt {}'s tenant {tenant:?}",
-            r.tenant, r.job_id, r.attempt
-        ));
+        return Err(Rejection::TenantMismatch {
+            tenant: r.tenant.to_string(),
+            attempt: AttemptName::of(key),
+            known: tenant.to_owned(),
+        });
     }
 
     let g = Ge::of(r.slices, r.max_slices);
@@ -220,6 +223,6 @@ pub(crate) fn request(
             after_end,
         },
     );
-    ledger.take_admission_seq();
+    state.take_admission_seq();
     Ok(())
 }

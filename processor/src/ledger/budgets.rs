@@ -15,7 +15,9 @@
 //! the room runs out, or an event changes the facts otherwise (books,
 //! inventory, health, usage, policies, reservations, a new month), the
 //! month is not priced again: the alerts and denials are the same, only
-//! cheaper.
+//! cheaper. The watch is a cache: with `LedgerConfig::budget_watch` off,
+//! every budgeted tenant is priced after every event, and the unit tests
+//! apply every scenario both ways and compare the outcomes.
 
 use gpuledger_schemas::billing::{Facts, MONEY_DIGITS, Period, month_to_date};
 use gpuledger_schemas::events::{BudgetKind, TenantPolicy};
@@ -23,8 +25,9 @@ use gpuledger_schemas::pricing::{RateKind, overhead_amount};
 use gpuledger_schemas::{Decimal, Rational, Text, Timestamp};
 
 use super::decide::Decisions;
+use super::state::AlertKey;
 use super::watches::{Headroom, KindRates, Watch, kind_index};
-use super::{Ge, Ledger, Pool};
+use super::{Ge, Pool, State};
 
 /// Alert thresholds, in percent of a budget.
 pub(crate) const THRESHOLDS: [i32; 3] = [50, 80, 100];
@@ -41,8 +44,8 @@ fn has_budget(policy: &TenantPolicy) -> bool {
 }
 
 /// Every policy that sets a budget, in every pool.
-fn budgeted(ledger: &Ledger) -> impl Iterator<Item = &TenantPolicy> {
-    ledger
+fn budgeted(state: &State) -> impl Iterator<Item = &TenantPolicy> {
+    state
         .pools
         .values()
         .flat_map(|p| p.policies.values())
@@ -85,12 +88,6 @@ pub(crate) fn exhausted(
     watch: Option<&Watch>,
 ) -> Option<Text> {
     if let Some(w) = watch.filter(|w| now < w.until()) {
-        #[cfg(test)]
-        assert_eq!(
-            spent(&standings(billing, policy, now), now).is_some(),
-            w.spent.is_some(),
-            "a watched budget changed sides"
-        );
         return w.spent.clone();
     }
     spent(&standings(billing, policy, now), now)
@@ -116,48 +113,30 @@ fn spent(figures: &[Standing], at: Timestamp) -> Option<Text> {
 
 /// Emits every threshold crossed and not yet alerted this month. Only the
 /// tenants whose watch ran out (or who have none) are priced again.
-pub(crate) fn alerts(
-    ledger: &mut Ledger,
-    billing: &Facts,
-    now: Timestamp,
-    out: &mut Decisions<'_>,
-) {
-    if ledger.budget_watch.quiet_at(now) {
+pub(crate) fn alerts(state: &mut State, billing: &Facts, now: Timestamp, out: &mut Decisions<'_>) {
+    if state.budget_watch.quiet_at(now) {
         // Every budgeted tenant is watched past `now`.
-        #[cfg(test)]
-        for p in budgeted(ledger) {
-            let watch = ledger.budget_watch.get(&p.pool, &p.tenant);
-            assert!(
-                watch.is_some_and(|w| now < w.until()),
-                "a quiet tenant was due"
-            );
-            assert_still_below(ledger, billing, p, now);
-        }
         return;
     }
-    price_due(ledger, billing, now, out);
+    price_due(state, billing, now, out);
     // Until when none will be due, as far as their watches say.
-    let quiet = budgeted(ledger).try_fold(Timestamp::from_micros(i64::MAX), |quiet, p| {
-        let watch = ledger.budget_watch.get(&p.pool, &p.tenant)?;
+    let quiet = budgeted(state).try_fold(Timestamp::from_micros(i64::MAX), |quiet, p| {
+        let watch = state.budget_watch.get(&p.pool, &p.tenant)?;
         Some(quiet.min(watch.until()))
     });
-    ledger.budget_watch.set_quiet_until(quiet);
+    state.budget_watch.set_quiet_until(quiet);
 }
 
 /// Prices again the budgeted tenants whose watch ran out (or who have
-/// none): alerts for the thresholds crossed, and a new watch.
-fn price_due(ledger: &mut Ledger, billing: &Facts, now: Timestamp, out: &mut Decisions<'_>) {
-    let due: Vec<TenantPolicy> = budgeted(ledger)
+/// none): alerts for the thresholds crossed, and a new watch where the
+/// ledger keeps them.
+fn price_due(state: &mut State, billing: &Facts, now: Timestamp, out: &mut Decisions<'_>) {
+    let due: Vec<TenantPolicy> = budgeted(state)
         .filter(|p| {
-            let watched = ledger
+            state
                 .budget_watch
                 .get(&p.pool, &p.tenant)
-                .is_some_and(|w| now < w.until());
-            #[cfg(test)]
-            if watched {
-                assert_still_below(ledger, billing, p, now);
-            }
-            !watched
+                .is_none_or(|w| now >= w.until())
         })
         .cloned()
         .collect();
@@ -172,14 +151,10 @@ fn price_due(ledger: &mut Ledger, billing: &Facts, now: Timestamp, out: &mut Dec
                 if standing.used < threshold(standing, pct) {
                     break;
                 }
-                let key = (
-                    policy.pool.clone(),
-                    policy.tenant.clone(),
-                    month.clone(),
-                    standing.kind.to_string(),
-                    pct,
-                );
-                if ledger.alerted.insert(key) {
+                if state
+                    .alerted
+                    .insert(alert_key(&policy, standing, &month, pct))
+                {
                     out.budget_alert(
                         &policy.pool,
                         &policy.tenant,
@@ -192,31 +167,30 @@ fn price_due(ledger: &mut Ledger, billing: &Facts, now: Timestamp, out: &mut Dec
                 }
             }
         }
-        let watch = ledger
-            .pools
-            .get(&policy.pool)
-            .and_then(|pool| watch_of(ledger, pool, billing, &policy, &figures, &month, now));
-        ledger.budget_watch.set(&policy.pool, &policy.tenant, watch);
+        if state.config.budget_watch {
+            let watch = state
+                .pools
+                .get(&policy.pool)
+                .and_then(|pool| watch_of(state, pool, billing, &policy, &figures, &month, now));
+            state.budget_watch.set(&policy.pool, &policy.tenant, watch);
+        }
     }
 }
 
-/// The promise a watch makes, checked in tests: no figure under it has
-/// reached its next line.
-#[cfg(test)]
-fn assert_still_below(ledger: &Ledger, billing: &Facts, policy: &TenantPolicy, now: Timestamp) {
-    let month = Period::containing(now).to_string();
-    for s in standings(billing, policy, now) {
-        let line = next_line(ledger, policy, &s, &month);
-        assert!(
-            line.is_none_or(|l| s.used < l),
-            "a watched budget crossed a line"
-        );
+/// The alert of `standing`'s budget at `pct` percent in `month`.
+fn alert_key(policy: &TenantPolicy, standing: &Standing, month: &str, pct: i32) -> AlertKey {
+    AlertKey {
+        pool: policy.pool.clone(),
+        tenant: policy.tenant.clone(),
+        month: month.to_owned(),
+        kind: standing.kind,
+        threshold: pct,
     }
 }
 
 /// The lowest threshold of `standing`'s budget not yet alerted this month.
 fn next_line(
-    ledger: &Ledger,
+    state: &State,
     policy: &TenantPolicy,
     standing: &Standing,
     month: &str,
@@ -224,13 +198,9 @@ fn next_line(
     THRESHOLDS
         .into_iter()
         .find(|pct| {
-            !ledger.alerted.contains(&(
-                policy.pool.clone(),
-                policy.tenant.clone(),
-                month.to_owned(),
-                standing.kind.to_string(),
-                *pct,
-            ))
+            !state
+                .alerted
+                .contains(&alert_key(policy, standing, month, *pct))
         })
         .map(|pct| threshold(standing, pct))
 }
@@ -243,7 +213,7 @@ fn threshold(standing: &Standing, pct: i32) -> Rational {
 /// The watch of `policy`'s tenant just priced; `None` where its growth
 /// cannot be bounded (a budget unpriced, or every line already reached).
 fn watch_of(
-    ledger: &Ledger,
+    state: &State,
     pool: &Pool,
     billing: &Facts,
     policy: &TenantPolicy,
@@ -323,7 +293,7 @@ fn watch_of(
         } else {
             // Up to the next line not yet alerted (the budget itself once
             // the alerts are all given and spend came back below it).
-            let next = next_line(ledger, policy, standing, month).unwrap_or(budget);
+            let next = next_line(state, policy, standing, month).unwrap_or(budget);
             let per_hour = match standing.kind {
                 BudgetKind::Money => {
                     let reserved = &per_ge_hour[kind_index(RateKind::Reserved)];

@@ -7,8 +7,8 @@ use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::events::{DeviceHealth, HealthState, InventoryDevice, NodeInventory};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::Ge;
-use super::by_text::ByText;
+use super::{Ge, Rejection};
+use gpuledger_collections::by_text::ByText;
 
 /// The latest inventory per node and health per device, with the
 /// capacity they give and an index of devices kept up to date as they
@@ -77,14 +77,21 @@ impl<'de> Deserialize<'de> for PoolInventory {
 impl PoolInventory {
     /// Replaces a node's device set. An inventory older than the one held
     /// is history, not state: it is accepted and changes nothing.
-    pub(crate) fn replace_node(&mut self, e: &NodeInventory, at: Timestamp) -> Result<(), String> {
+    pub(crate) fn replace_node(
+        &mut self,
+        e: &NodeInventory,
+        at: Timestamp,
+    ) -> Result<(), Rejection> {
         if let Some(model) = &self.model
             && let Some(other) = e.devices.iter().find(|d| *d.model != **model)
         {
-            return Err(format!(
-                "pool {:?} holds {model:?}; device {} of node {} is {:?} (a pool holds one GPU model)",
-                e.pool, other.device_uuid, e.node, other.model
-            ));
+            return Err(Rejection::MixedModels {
+                pool: e.pool.to_string(),
+                model: model.to_string(),
+                device: other.device_uuid.to_string(),
+                node: e.node.to_string(),
+                found: other.model.to_string(),
+            });
         }
         if self.nodes.get(&e.node).is_some_and(|(held, _)| *held > at) {
             return Ok(());

@@ -18,10 +18,10 @@ use gpuledger_schemas::events::HoldKind;
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::by_attempt::{AttemptKey, ByAttempt};
-use super::few::Few;
 use super::{Attempt, Ge, Hold};
-use gpuledger_schemas::by_name::ByName;
+use gpuledger_collections::by_attempt::{AttemptKey, ByAttempt};
+use gpuledger_collections::by_name::ByName;
+use gpuledger_collections::few::Few;
 
 /// One tenant's Σ GE of holds, by kind.
 #[derive(Debug, Clone, Default, PartialEq)]

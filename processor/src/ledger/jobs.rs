@@ -8,21 +8,22 @@ use gpuledger_schemas::events::{Enforcement, JobEvent, JobState};
 
 use gpuledger_schemas::billing::UseKind;
 
-use super::by_attempt::{AttemptKey, Named};
+use gpuledger_collections::by_attempt::AttemptKey;
+use gpuledger_collections::by_name::same_text;
+
 use super::decide::Decisions;
-use super::{Attempt, AttemptPhase, Ge, Ledger, Records, segments};
-use gpuledger_schemas::by_name::same_text;
+use super::store::Records;
+use super::{Attempt, AttemptName, AttemptPhase, Ge, Rejection, State, segments};
 
 pub(crate) fn apply(
-    ledger: &mut Ledger,
+    state: &mut State,
     e: &JobEvent,
     at: Timestamp,
     records: &mut Records,
     out: &mut Decisions<'_>,
-) -> Result<(), String> {
-    let pool = ledger.pool_mut(&e.pool)?;
+) -> Result<(), Rejection> {
+    let pool = state.pool_mut(&e.pool)?;
     let key = (e.job_id.as_str(), e.attempt);
-    let label = Named(key);
     let found = pool.live.find(key);
     let live = found.attempt;
     // An attempt that ended left the live state: only one not live may be
@@ -37,33 +38,34 @@ pub(crate) fn apply(
     if let Some(tenant) = known_tenant
         && !same_text(tenant, &e.tenant)
     {
-        return Err(format!(
-            "tenant {:?} differs from {label}'s tenant {tenant:?}",
-            e.tenant
-        ));
+        return Err(Rejection::TenantMismatch {
+            tenant: e.tenant.to_string(),
+            attempt: AttemptName::of(key),
+            known: tenant.to_owned(),
+        });
     }
     if let Some(hold) = found.hold
         && !same_text(&hold.tenant, &e.tenant)
     {
-        return Err(format!(
-            "tenant {:?} differs from {label}'s admission for {:?}",
-            e.tenant, hold.tenant
-        ));
+        return Err(Rejection::AdmissionTenantMismatch {
+            tenant: e.tenant.to_string(),
+            attempt: AttemptName::of(key),
+            admitted: hold.tenant.to_string(),
+        });
     }
     let phase = live.map(|a| a.phase);
     let started_at = live.and_then(|a| a.started_at);
     if ended_tenant.is_some() || phase == Some(AttemptPhase::Ended) {
-        return Err(format!(
-            "{label} already ended; {} comes after its terminal event",
-            e.state
-        ));
+        return Err(Rejection::AfterEnd {
+            attempt: AttemptName::of(key),
+            state: e.state,
+        });
     }
     let named = e.devices.iter().flatten();
-    let unknown = |device: &String| {
-        format!(
-            "device {device:?} of {label} is not in pool {:?}'s inventory",
-            e.pool
-        )
+    let unknown = |device: &String| Rejection::UnknownDevice {
+        device: device.clone(),
+        attempt: AttemptName::of(key),
+        pool: e.pool.to_string(),
     };
     // A start keeps its devices as the inventory holds them, found in the
     // one lookup that also checks them; any other state only checks.
@@ -122,9 +124,9 @@ pub(crate) fn apply(
                 } else if let (Some(s), Some(m)) = (e.requested_slices, e.requested_max_slices) {
                     Ge::of(s, m)
                 } else {
-                    return Err(format!(
-                        "{label} started without an admission and names neither known devices nor requested_slices"
-                    ));
+                    return Err(Rejection::StartUnsized {
+                        attempt: AttemptName::of(key),
+                    });
                 };
                 let (nominal, burst) = pool.policy_ge(&e.tenant);
                 let action = pool
@@ -164,18 +166,20 @@ pub(crate) fn apply(
         }
         JobState::Completed | JobState::Failed | JobState::Cancelled | JobState::Preempted => {
             if phase != Some(AttemptPhase::Running) {
-                return Err(format!(
-                    "{label} never started, so it cannot be {}",
-                    e.state
-                ));
+                return Err(Rejection::NeverStarted {
+                    attempt: AttemptName::of(key),
+                    state: e.state,
+                });
             }
             if let Some(started) = started_at
                 && at < started
             {
-                return Err(format!(
-                    "{label} is {} at {at}, before its start at {started}",
-                    e.state
-                ));
+                return Err(Rejection::EndBeforeStart {
+                    attempt: AttemptName::of(key),
+                    state: e.state,
+                    at,
+                    started,
+                });
             }
             let model = pool.inventory.shared_model();
             let name = &pool.name;
@@ -209,7 +213,7 @@ mod tests {
 
     use super::super::tests::{rejections, run};
     use super::super::tests_support::{T0, admit, base, job};
-    use super::super::{Ledger, LedgerConfig, Outcome, Position};
+    use super::super::{Ledger, LedgerConfig, Outcome, Position, Rejection};
 
     #[test]
     fn an_attempt_admitted_after_its_end_cannot_start_also_after_a_snapshot() {
@@ -221,8 +225,17 @@ mod tests {
         lines.push(admit("a2", "team-a", "ja", 1, 1, "2026-11-02T00:02:00Z"));
         let start = job("ja", "team-a", "started", "2026-11-02T00:03:00Z");
         let mut ledger = Ledger::new(LedgerConfig::default());
-        assert_eq!(rejections(&run(&mut ledger, &lines)), Vec::<String>::new());
-        assert!(ledger.pools.get("p").unwrap().live.get(("ja", 1)).is_some());
+        assert_eq!(rejections(&run(&mut ledger, &lines)), []);
+        assert!(
+            ledger
+                .state
+                .pools
+                .get("p")
+                .unwrap()
+                .live
+                .get(("ja", 1))
+                .is_some()
+        );
 
         let restored = Ledger::from_snapshot(&ledger.to_snapshot()).unwrap();
         for mut ledger in [ledger, restored] {
@@ -234,7 +247,7 @@ mod tests {
             let Outcome::Rejected { reason } = ledger.apply(at, &event) else {
                 panic!("a start after the end was applied");
             };
-            assert!(reason.contains("already ended"), "{reason}");
+            assert!(matches!(reason, Rejection::AfterEnd { .. }), "{reason}");
         }
     }
 }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use gpuledger_schemas::events::TenantPolicy;
 
 use super::Ge;
-use gpuledger_schemas::by_name::ByName;
+use gpuledger_collections::by_name::ByName;
 
 /// Each tenant's policy in one pool. A snapshot stores the policies alone
 /// (tenant → policy); the GE amounts are worked out again on restore.

@@ -10,7 +10,7 @@ use gpuledger_schemas::events::{ReservationCancel, ReservationOutcome, Reservati
 use super::decide::Decisions;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{Ge, Ledger, Pool, Reservation, timers};
+use super::{Ge, Pool, Rejection, Reservation, State, timers};
 
 /// How long, how far ahead and how many reservations a tenant may ask for
 /// (docs/security.md): the ledger rejects a request past them, and the
@@ -89,13 +89,13 @@ impl ReservationLimits {
 }
 
 pub(crate) fn request(
-    ledger: &mut Ledger,
+    state: &mut State,
     r: &ReservationRequest,
     out: &mut Decisions<'_>,
-) -> Result<(), String> {
-    let now = ledger.current();
-    let limits = ledger.config.reservations;
-    let pool = ledger.pool_mut(&r.pool)?;
+) -> Result<(), Rejection> {
+    let now = state.current();
+    let limits = state.config.reservations;
+    let pool = state.pool_mut(&r.pool)?;
     let g = Ge::of(r.slices, r.max_slices);
     if let Some(existing) = pool.reservations.get(&r.reservation_id) {
         let same = existing.tenant == r.tenant
@@ -105,10 +105,9 @@ pub(crate) fn request(
         if same {
             return Ok(());
         }
-        return Err(format!(
-            "reservation {:?} was already requested with other content",
-            r.reservation_id
-        ));
+        return Err(Rejection::ReservationChanged {
+            reservation_id: r.reservation_id.to_string(),
+        });
     }
     let mut reservation = Reservation {
         tenant: r.tenant.clone(),
@@ -231,35 +230,34 @@ fn first_conflict(pool: &Pool, start: Timestamp, end: Timestamp, g: &Ge) -> Opti
 }
 
 pub(crate) fn cancel(
-    ledger: &mut Ledger,
+    state: &mut State,
     c: &ReservationCancel,
     out: &mut Decisions<'_>,
-) -> Result<(), String> {
-    let now = ledger.current();
-    let pool = ledger.pool_mut(&c.pool)?;
+) -> Result<(), Rejection> {
+    let now = state.current();
+    let pool = state.pool_mut(&c.pool)?;
     let Some(reservation) = pool.reservations.get(&c.reservation_id) else {
-        return Err(format!(
-            "unknown reservation {:?} in pool {:?}",
-            c.reservation_id, c.pool
-        ));
+        return Err(Rejection::UnknownReservation {
+            reservation_id: c.reservation_id.to_string(),
+            pool: c.pool.to_string(),
+        });
     };
     if reservation.tenant != c.tenant {
-        return Err(format!(
-            "reservation {:?} belongs to {:?}, not {:?}",
-            c.reservation_id, reservation.tenant, c.tenant
-        ));
+        return Err(Rejection::NotYourReservation {
+            reservation_id: c.reservation_id.to_string(),
+            owner: reservation.tenant.clone(),
+            tenant: c.tenant.to_string(),
+        });
     }
     if !reservation.confirmed {
-        return Err(format!(
-            "reservation {:?} was not confirmed, so there is nothing to cancel",
-            c.reservation_id
-        ));
+        return Err(Rejection::ReservationNotConfirmed {
+            reservation_id: c.reservation_id.to_string(),
+        });
     }
     if reservation.cancelled_at.is_some() || reservation.closed {
-        return Err(format!(
-            "reservation {:?} is already over",
-            c.reservation_id
-        ));
+        return Err(Rejection::ReservationOver {
+            reservation_id: c.reservation_id.to_string(),
+        });
     }
     let snapshot = pool
         .reservations
@@ -280,7 +278,7 @@ pub(crate) fn cancel(
         "cancelled",
     );
     // If its window had opened, the tenant's reserved holds reclassify now.
-    timers::close_reservation(ledger, &c.pool, &c.reservation_id, now, out);
+    timers::close_reservation(state, &c.pool, &c.reservation_id, now, out);
     Ok(())
 }
 
@@ -400,7 +398,7 @@ mod tests {
     use gpuledger_schemas::{Event, EventBody};
 
     use super::super::tests_support::*;
-    use super::super::{LedgerConfig, Outcome, Position};
+    use super::super::{Ledger, LedgerConfig, Outcome, Position};
     use super::*;
 
     /// The booked sum at `at`, reservation by reservation.

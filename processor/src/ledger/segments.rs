@@ -9,9 +9,9 @@ use gpuledger_schemas::Timestamp;
 use gpuledger_schemas::billing::{Segment, UseKind};
 use gpuledger_schemas::events::JobEvent;
 
-use super::by_attempt::AttemptKey;
 use super::decide::Decisions;
 use super::{Attempt, Ge, OpenSegment, Pool};
+use gpuledger_collections::by_attempt::AttemptKey;
 
 /// How the attempt's allocation ends, on its last segment.
 pub(crate) struct Ending<'a> {

@@ -277,7 +277,12 @@ fn a_watch_bounds_spend_by_the_rate_of_its_own_kind_and_model() {
     run_accepted(&mut ledger, &lines);
     let line_reached = Timestamp::from_secs(1_793_491_200 + 25 * 3600);
     assert_eq!(line_reached.to_string(), "2026-11-02T01:00:00Z");
-    let until = ledger.budget_watch.get("p", "team-a").unwrap().until();
+    let until = ledger
+        .state
+        .budget_watch
+        .get("p", "team-a")
+        .unwrap()
+        .until();
     // Rates round up and the room down by a margin of ten cents: three
     // minutes early at most.
     assert!(

@@ -8,7 +8,7 @@ use gpuledger_schemas::events::{Enforcement, HoldKind};
 
 use super::decide::Decisions;
 use super::reservations::Edge;
-use super::{Ledger, Reservation, segments};
+use super::{Reservation, State, segments};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Timer {
@@ -26,13 +26,13 @@ fn window_due(r: &Reservation, now: Timestamp) -> Option<(Timestamp, Edge)> {
 }
 
 /// The first timer due at or before `now`.
-fn next_due(ledger: &Ledger, now: Timestamp) -> Option<(Timestamp, Timer)> {
+fn next_due(state: &State, now: Timestamp) -> Option<(Timestamp, Timer)> {
     // Nearly every event finds none: say so before naming any.
-    if !any_due(ledger, now) {
+    if !any_due(state, now) {
         return None;
     }
     let mut due: Vec<(Timestamp, Timer)> = Vec::new();
-    for (pool_name, pool) in ledger.pools.iter() {
+    for (pool_name, pool) in state.pools.iter() {
         if let Some((at, (job, attempt))) = pool.live.next_expiry()
             && at <= now
         {
@@ -60,37 +60,34 @@ fn next_due(ledger: &Ledger, now: Timestamp) -> Option<(Timestamp, Timer)> {
 
 /// Whether any timer is due at or before `now`. Asked on every event, so
 /// it names no timer: nothing is copied or collected.
-pub(crate) fn any_due(ledger: &Ledger, now: Timestamp) -> bool {
-    #[cfg(test)]
-    for pool in ledger.pools.values() {
-        let scanned = pool
-            .reservations
-            .values()
-            .any(|r| window_due(r, now).is_some());
-        assert_eq!(
+pub(crate) fn any_due(state: &State, now: Timestamp) -> bool {
+    for pool in state.pools.values() {
+        debug_assert_eq!(
             pool.reservations.edge_due(now),
-            scanned,
+            pool.reservations
+                .values()
+                .any(|r| window_due(r, now).is_some()),
             "pool {}: the kept next window edge disagrees with the windows at {now}",
             pool.name
         );
     }
-    ledger.pools.values().any(|pool| {
+    state.pools.values().any(|pool| {
         pool.live.next_expiry_at().is_some_and(|at| at <= now) || pool.reservations.edge_due(now)
     })
 }
 
 /// Fires every timer due at or before `now`, in order.
-pub(crate) fn fire_due(ledger: &mut Ledger, now: Timestamp, out: &mut Decisions<'_>) {
-    while let Some((at, timer)) = next_due(ledger, now) {
+pub(crate) fn fire_due(state: &mut State, now: Timestamp, out: &mut Decisions<'_>) {
+    while let Some((at, timer)) = next_due(state, now) {
         out.at(at);
         match timer {
             Timer::HoldExpiry(pool, job, attempt) => {
-                if let Some(p) = ledger.pools.get_mut(&pool) {
+                if let Some(p) = state.pools.get_mut(&pool) {
                     p.live.remove((&job, attempt));
                 }
             }
-            Timer::ReservationStart(pool, id) => open_reservation(ledger, &pool, &id, at, out),
-            Timer::ReservationEnd(pool, id) => close_reservation(ledger, &pool, &id, at, out),
+            Timer::ReservationStart(pool, id) => open_reservation(state, &pool, &id, at, out),
+            Timer::ReservationEnd(pool, id) => close_reservation(state, &pool, &id, at, out),
         }
     }
     out.at(now);
@@ -99,13 +96,13 @@ pub(crate) fn fire_due(ledger: &mut Ledger, now: Timestamp, out: &mut Decisions<
 /// A window opens: the tenant's holds move to `reserved` — burst first, then
 /// quota, oldest admission first — while each fits the reserved GE not yet used.
 fn open_reservation(
-    ledger: &mut Ledger,
+    state: &mut State,
     pool_name: &str,
     id: &str,
     at: Timestamp,
     out: &mut Decisions<'_>,
 ) {
-    let Some(pool) = ledger.pools.get_mut(pool_name) else {
+    let Some(pool) = state.pools.get_mut(pool_name) else {
         return;
     };
     let Some(tenant) = pool.reservations.change(id, |r| {
@@ -134,13 +131,13 @@ fn open_reservation(
 /// else burst if they fit burst_ge, else burst with a `QuotaViolation` —
 /// until reserved use fits the reserved GE still active.
 pub(crate) fn close_reservation(
-    ledger: &mut Ledger,
+    state: &mut State,
     pool_name: &str,
     id: &str,
     at: Timestamp,
     out: &mut Decisions<'_>,
 ) {
-    let Some(pool) = ledger.pools.get_mut(pool_name) else {
+    let Some(pool) = state.pools.get_mut(pool_name) else {
         return;
     };
     let Some((was_open, tenant)) = pool.reservations.change(id, |r| {

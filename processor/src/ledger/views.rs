@@ -60,13 +60,13 @@ impl Pool {
 
 impl Ledger {
     fn pool(&self, name: &str) -> Option<&Pool> {
-        self.pools.get(name)
+        self.state.pools.get(name)
     }
 
     /// Free reservable capacity of `pool` over [from, to), as merged steps;
     /// `None` for a pool this ledger does not hold.
     pub fn availability(&self, pool: &str, from: Timestamp, to: Timestamp) -> Option<Vec<Window>> {
-        let from = from.max(self.current());
+        let from = from.max(self.state.current());
         if to <= from {
             return self.pool(pool).map(|_| Vec::new());
         }
@@ -85,7 +85,7 @@ impl Ledger {
         horizon: Timestamp,
     ) -> Option<Timestamp> {
         let p = self.pool(pool)?;
-        let from = from.max(self.current());
+        let from = from.max(self.state.current());
         let horizon = horizon.max(from);
         // The earliest start is `from` or the end of a stretch too full for
         // `ge` (anything later inside a fitting stretch could start at the
@@ -118,8 +118,9 @@ impl Ledger {
 
     /// `tenant`'s quota, use and reservations in every pool of this ledger.
     pub fn tenant(&self, tenant: &str) -> Vec<TenantInPool> {
-        let now = self.current();
-        self.pools
+        let now = self.state.current();
+        self.state
+            .pools
             .iter()
             .filter(|(_, p)| {
                 p.policies.contains_key(tenant)
@@ -172,7 +173,7 @@ impl Ledger {
 
     /// Whether this ledger holds `pool`.
     pub fn has_pool(&self, pool: &str) -> bool {
-        self.pools.contains_key(pool)
+        self.state.pools.contains_key(pool)
     }
 
     /// What applying `event` would do, without doing it (a dry run).

@@ -11,8 +11,8 @@ use gpuledger_schemas::billing::Segment;
 use gpuledger_schemas::pricing::RateKind;
 use gpuledger_schemas::{Event, EventBody, Rational, Text, Timestamp};
 
-use super::by_text::ByText;
-use gpuledger_schemas::by_name::same_text;
+use gpuledger_collections::by_name::same_text;
+use gpuledger_collections::by_text::ByText;
 
 /// Each budgeted tenant's watch, by tenant and pool: looked up by
 /// borrowed names for every billing segment that opens or closes, and
@@ -273,15 +273,11 @@ impl Headroom {
     }
 }
 
-/// A snapshot stores a headroom as exact rationals. `per_ge_hour` is the
-/// dearest kind's rate, the only one before rates were kept by kind; a
-/// snapshot without `per_ge_hour_by_kind` gives it to every kind.
+/// A snapshot stores a headroom as exact rationals.
 #[derive(Serialize, Deserialize)]
 struct StoredHeadroom {
     room: Rational,
-    per_ge_hour: Rational,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    per_ge_hour_by_kind: Option<KindRates<Rational>>,
+    per_ge_hour_by_kind: KindRates<Rational>,
     per_hour: Rational,
     falling: bool,
 }
@@ -289,11 +285,9 @@ struct StoredHeadroom {
 impl Serialize for Headroom {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let exact = |n: i128| Rational::from_i128_ratio(n, SCALE).unwrap_or_default();
-        let dearest = self.per_ge_hour.iter().copied().max().unwrap_or_default();
         StoredHeadroom {
             room: exact(self.room),
-            per_ge_hour: exact(dearest),
-            per_ge_hour_by_kind: Some(self.per_ge_hour.map(exact)),
+            per_ge_hour_by_kind: self.per_ge_hour.map(exact),
             per_hour: exact(self.per_hour),
             falling: self.falling,
         }
@@ -304,13 +298,9 @@ impl Serialize for Headroom {
 impl<'de> Deserialize<'de> for Headroom {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let stored = StoredHeadroom::deserialize(d)?;
-        let per_ge_hour = match &stored.per_ge_hour_by_kind {
-            Some(rates) => rates.each_ref().map(scaled_up),
-            None => [scaled_up(&stored.per_ge_hour); 3],
-        };
         Ok(Headroom {
             room: scaled_down(&stored.room),
-            per_ge_hour,
+            per_ge_hour: stored.per_ge_hour_by_kind.each_ref().map(scaled_up),
             per_hour: scaled_up(&stored.per_hour),
             falling: stored.falling,
         })
@@ -325,9 +315,6 @@ pub(crate) struct Watch {
     until: Timestamp,
     /// The latest `until` may be: the month's end, or the next instant a
     /// price book takes over (its overhead applies to the whole month).
-    /// A snapshot from before this field has none: the watch then ends at
-    /// its next revision, and the month is priced again.
-    #[serde(default = "no_limit")]
     limit: Timestamp,
     /// The admission answer while the watch holds: the reason a budget is
     /// spent, as priced at the watch's start.
@@ -437,11 +424,6 @@ impl Watch {
         }
         self.settle()
     }
-}
-
-/// The limit of a watch restored without one: it ends at its next revision.
-fn no_limit() -> Timestamp {
-    Timestamp::from_micros(0)
 }
 
 /// Brings the watches up to what `events` and `segments` did to the

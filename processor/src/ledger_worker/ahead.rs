@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use gpuledger_schemas::{Event, Timestamp};
 
+use crate::ledger::Rejection;
+
 /// Why `event` is refused for being more than `max_ahead` after its
 /// record's Kafka timestamp (`appended`, ms since the epoch), if it is.
 /// A function of the record alone, so a replay refuses the same events.
@@ -12,16 +14,14 @@ pub(super) fn too_far_ahead(
     event: &Event,
     appended: Option<i64>,
     max_ahead: Option<Duration>,
-) -> Option<String> {
+) -> Option<Rejection> {
     let (max_ahead, appended) = (max_ahead?, appended?);
     let at = event.envelope.event_time;
     let limit = Timestamp::from_micros(appended.saturating_mul(1_000))
         .plus_micros(i64::try_from(max_ahead.as_micros()).unwrap_or(i64::MAX));
-    (at > limit).then(|| {
-        format!(
-            "event_time {at} is more than {} s after the record's append time {} (--ledger-max-ahead-s)",
-            max_ahead.as_secs(),
-            Timestamp::from_micros(appended.saturating_mul(1_000))
-        )
+    (at > limit).then(|| Rejection::TooFarAhead {
+        at,
+        max_ahead_s: max_ahead.as_secs(),
+        appended: Timestamp::from_micros(appended.saturating_mul(1_000)),
     })
 }

@@ -47,7 +47,7 @@ use crate::answers::Waiters;
 use crate::applied::AppliedOffsets;
 use crate::burst_hook::BurstHook;
 use crate::history::ledger::LedgerHistory;
-use crate::ledger::{Ledger, LedgerConfig, Outcome, Position};
+use crate::ledger::{Ledger, LedgerConfig, Outcome, Position, Rejection};
 use crate::{Error, Result, metrics};
 
 /// Settings of the ledger worker.
@@ -336,7 +336,7 @@ async fn run_once(
                         outcome
                     }
                     Err(e) => Outcome::Rejected {
-                        reason: e.to_string(),
+                        reason: Rejection::Invalid(e.clone()),
                     },
                 };
                 let answered_from = worker.pending.len();
@@ -360,7 +360,7 @@ async fn run_once(
                         tracing::warn!(partition, offset, %reason, "ledger event rejected; sent to the DLQ");
                         worker.pending.push(Output::DeadLetter {
                             original: message.detach(),
-                            reason,
+                            reason: reason.to_string(),
                         });
                     }
                 }

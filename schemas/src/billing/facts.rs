@@ -12,7 +12,7 @@ use crate::pricing::{GpuUsage, PriceBooks, RateKind};
 use crate::time::Timestamp;
 use crate::{Event, EventBody};
 
-use crate::by_name::ByName;
+use gpuledger_collections::by_name::ByName;
 
 use super::BillingError;
 use super::segments::Segments;

@@ -23,11 +23,11 @@ use hashbrown::hash_table::Entry;
 use rustc_hash::FxBuildHasher;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::by_name::ByName;
-use crate::chunked::Chunked;
 use crate::exact::Rational;
 use crate::pricing::StatementLine;
 use crate::time::Timestamp;
+use gpuledger_collections::by_name::ByName;
+use gpuledger_collections::chunked::Chunked;
 
 use super::facts::Segment;
 

@@ -4,8 +4,8 @@
 
 use crate::events::ledger::Enforcement;
 use crate::exact::{Decimal, Rational};
-use crate::text::Text;
 use crate::time::Timestamp;
+use gpuledger_collections::Text;
 
 symbols! {
     /// Admit or deny.

@@ -2,8 +2,8 @@
 //! machine's input, in total order per pool.
 
 use crate::exact::Decimal;
-use crate::text::Text;
 use crate::time::Timestamp;
+use gpuledger_collections::Text;
 
 symbols! {
     /// A device's health.

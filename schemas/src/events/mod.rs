@@ -7,8 +7,8 @@ pub mod telemetry;
 
 use serde::{Deserialize, Serialize};
 
-use crate::text::Text;
 use crate::time::Timestamp;
+use gpuledger_collections::Text;
 
 pub use decisions::*;
 pub use ledger::*;

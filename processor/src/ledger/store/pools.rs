@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::Pool;
-use gpuledger_schemas::by_name::ByName;
+use crate::ledger::Pool;
+use gpuledger_collections::by_name::ByName;
 
 /// Pools in name order, each under its `name`.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -2,17 +2,18 @@
 //! every decided admission request (a retry gets the same answer) and the
 //! tenant of every ended attempt (what comes after an end is rejected).
 //! These grow with the ledger, so they are read by borrowed names, and
-//! they stay out of the copy an event is tried on.
+//! they stay out of the copy of the state an event is tried on.
 
 use gpuledger_schemas::billing::Facts;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use rustc_hash::FxHashMap;
 
-use super::by_attempt::AttemptKey;
+use gpuledger_collections::by_attempt::AttemptKey;
+use gpuledger_collections::text_ids::{TextId, TextIds};
+
 use super::decided::Decided;
-use super::text_ids::{TextId, TextIds};
-use gpuledger_schemas::by_name::ByName;
+use gpuledger_collections::by_name::ByName;
 
 /// The parts of the state that grow with the ledger, or change only once
 /// an event is known to apply. Each is changed only at the end of a
@@ -26,41 +27,6 @@ pub(crate) struct Records {
     pub(crate) decided: Decided,
     /// Ended attempts by pool and attempt: their tenant.
     pub(crate) ended: Ended,
-}
-
-/// An empty [`Records`], boxed, kept aside to stand in the state's place
-/// while [`super::Ledger::apply`] hands the real ones to the handlers. It
-/// is made once; a copy of the state starts without one, and every spare
-/// is alike.
-#[derive(Debug, Default)]
-pub(crate) struct Spare(Option<Box<Records>>);
-
-impl Spare {
-    /// The empty records (made the first time).
-    pub(crate) fn take(&mut self) -> Box<Records> {
-        self.0.take().unwrap_or_default()
-    }
-
-    /// Keeps `records`, which nothing wrote to while they stood in.
-    pub(crate) fn put_back(&mut self, records: Box<Records>) {
-        debug_assert!(
-            *records == Records::default(),
-            "the stand-in was written to"
-        );
-        self.0 = Some(records);
-    }
-}
-
-impl Clone for Spare {
-    fn clone(&self) -> Self {
-        Self(None)
-    }
-}
-
-impl PartialEq for Spare {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
 }
 
 /// Ended attempts' tenants, by pool, then attempt. Attempts only ever

@@ -5,7 +5,7 @@
 
 /// Items in the order the caller keeps them (it finds the place).
 #[derive(Debug, Clone)]
-pub(crate) enum Few<T> {
+pub enum Few<T> {
     One([T; 1]),
     /// Any number; empty (which allocates nothing) only while the first
     /// goes in or the last comes out.
@@ -14,30 +14,30 @@ pub(crate) enum Few<T> {
 
 impl<T> Few<T> {
     /// No item.
-    pub(crate) fn none() -> Self {
+    pub fn none() -> Self {
         Few::Many(Vec::new())
     }
 
-    pub(crate) fn as_slice(&self) -> &[T] {
+    pub fn as_slice(&self) -> &[T] {
         match self {
             Few::One(one) => one,
             Few::Many(many) => many,
         }
     }
 
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [T] {
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
         match self {
             Few::One(one) => one,
             Few::Many(many) => many,
         }
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.as_slice().is_empty()
     }
 
     /// Puts `item` at `i` (at most the length).
-    pub(crate) fn insert(&mut self, i: usize, item: T) {
+    pub fn insert(&mut self, i: usize, item: T) {
         *self = match std::mem::replace(self, Few::none()) {
             Few::Many(many) if many.is_empty() => Few::One([item]),
             Few::Many(mut many) => {
@@ -54,7 +54,7 @@ impl<T> Few<T> {
     }
 
     /// Takes out the item at `i` (below the length).
-    pub(crate) fn remove(&mut self, i: usize) -> T {
+    pub fn remove(&mut self, i: usize) -> T {
         if let Few::Many(many) = self {
             return many.remove(i);
         }

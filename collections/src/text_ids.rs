@@ -12,14 +12,14 @@ use std::hash::BuildHasher;
 use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
 
-use gpuledger_schemas::by_name::same_text;
+use crate::by_name::same_text;
 
 /// A text's number in its table: 0 for the first kept, then 1, 2, ...
-pub(crate) type TextId = u32;
+pub type TextId = u32;
 
 /// Texts by number, and numbers by text.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct TextIds {
+pub struct TextIds {
     list: TextList,
     /// The number of each text, found by its hash.
     index: HashTable<Slot>,
@@ -28,13 +28,13 @@ pub(crate) struct TextIds {
 /// A text found not kept, with its hash (from [`TextIds::find_or_absent`]):
 /// keeping it then costs no second hash or probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Absent {
+pub struct Absent {
     hash: u32,
 }
 
 impl Absent {
     /// `text`, looked for where no table holds it yet.
-    pub(crate) fn of(text: &str) -> Self {
+    pub fn of(text: &str) -> Self {
         Self {
             hash: hash_of(text),
         }
@@ -65,7 +65,7 @@ fn spread(hash: u32) -> u64 {
 
 impl TextIds {
     /// The number of `text`, if it was kept.
-    pub(crate) fn find(&self, text: &str) -> Option<TextId> {
+    pub fn find(&self, text: &str) -> Option<TextId> {
         self.find_hashed(hash_of(text), text)
     }
 
@@ -79,14 +79,14 @@ impl TextIds {
 
     /// The number of `text`, or, where it is not kept, what
     /// [`TextIds::insert_absent`] needs to keep it without hashing it again.
-    pub(crate) fn find_or_absent(&self, text: &str) -> Result<TextId, Absent> {
+    pub fn find_or_absent(&self, text: &str) -> Result<TextId, Absent> {
         let hash = hash_of(text);
         self.find_hashed(hash, text).ok_or(Absent { hash })
     }
 
     /// Keeps `text`, found absent (and not kept since), and gives its
     /// number.
-    pub(crate) fn insert_absent(&mut self, absent: Absent, text: &str) -> TextId {
+    pub fn insert_absent(&mut self, absent: Absent, text: &str) -> TextId {
         debug_assert_eq!(
             absent.hash,
             hash_of(text),
@@ -97,7 +97,7 @@ impl TextIds {
     }
 
     /// The number of `text`, kept now if it was not.
-    pub(crate) fn intern(&mut self, text: &str) -> TextId {
+    pub fn intern(&mut self, text: &str) -> TextId {
         let hash = hash_of(text);
         match self.find_hashed(hash, text) {
             Some(id) => id,
@@ -108,7 +108,7 @@ impl TextIds {
     /// Makes room for `additional` more texts: keeping them then moves
     /// none already kept (their offsets and the index; the bytes still
     /// grow as they come).
-    pub(crate) fn reserve(&mut self, additional: usize) {
+    pub fn reserve(&mut self, additional: usize) {
         self.list.ends.reserve(additional);
         self.index.reserve(additional, |s| spread(s.hash));
     }
@@ -125,17 +125,22 @@ impl TextIds {
     ///
     /// Panics if no text has that number: numbers come only from this
     /// table.
-    pub(crate) fn get(&self, id: TextId) -> &str {
+    pub fn get(&self, id: TextId) -> &str {
         self.list.get(id)
     }
 
     /// How many texts are kept.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.list.len()
     }
 
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Every text with its number, in the order kept.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (TextId, &str)> {
+    pub fn iter(&self) -> impl Iterator<Item = (TextId, &str)> {
         self.list.iter()
     }
 }
@@ -143,7 +148,7 @@ impl TextIds {
 /// Texts stored end to end, numbered in the order pushed; a text pushed
 /// twice is stored twice.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct TextList {
+pub struct TextList {
     bytes: String,
     /// Where each text ends in `bytes`; it starts where the one before
     /// ends.
@@ -152,7 +157,7 @@ pub(crate) struct TextList {
 
 impl TextList {
     /// Stores `text` and gives its number.
-    pub(crate) fn push(&mut self, text: &str) -> TextId {
+    pub fn push(&mut self, text: &str) -> TextId {
         let id = TextId::try_from(self.ends.len())
             .unwrap_or_else(|_| unreachable!("more than 2^32 texts in one table"));
         self.bytes.push_str(text);
@@ -161,18 +166,23 @@ impl TextList {
     }
 
     /// The text numbered `id`.
-    pub(crate) fn get(&self, id: TextId) -> &str {
+    pub fn get(&self, id: TextId) -> &str {
         let i = id as usize;
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.bytes[start..self.ends[i]]
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.ends.len()
     }
 
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Every text with its number, in the order pushed.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (TextId, &str)> {
+    pub fn iter(&self) -> impl Iterator<Item = (TextId, &str)> {
         (0..self.ends.len()).map(|i| (i as TextId, self.get(i as TextId)))
     }
 }

@@ -14,13 +14,14 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use gpuledger_schemas::chunked::Chunked;
+use gpuledger_collections::chunked::Chunked;
 use gpuledger_schemas::events::{AdmissionDecision, AdmissionOutcome, HoldKind};
 use gpuledger_schemas::{Envelope, Event, EventBody, Rational, Text, Timestamp};
 
-use super::decide::{self, SOURCE};
-use super::text_ids::{Absent, TextId, TextIds, TextList};
-use gpuledger_schemas::by_name::{ByName, same_text};
+use gpuledger_collections::text_ids::{Absent, TextId, TextIds, TextList};
+
+use crate::ledger::decide::{self, SOURCE};
+use gpuledger_collections::by_name::{ByName, same_text};
 
 /// Decided admission requests by pool, then request_id. A snapshot stores
 /// a list of ((pool, request_id), decision event) pairs.

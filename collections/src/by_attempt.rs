@@ -8,29 +8,18 @@
 
 use std::sync::Arc;
 
-use super::by_text::ByText;
-use super::few::Few;
+use crate::by_text::ByText;
+use crate::few::Few;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Which attempt of which job, borrowed.
-pub(crate) type AttemptKey<'a> = (&'a str, i32);
-
-/// An attempt as messages name it: `job "j-1" attempt 2`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Named<'a>(pub(crate) AttemptKey<'a>);
-
-impl std::fmt::Display for Named<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (job, attempt) = self.0;
-        write!(f, "job {job:?} attempt {attempt}")
-    }
-}
+pub type AttemptKey<'a> = (&'a str, i32);
 
 /// Values by (job, attempt).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ByAttempt<V>(ByText<Attempts<V>>);
+pub struct ByAttempt<V>(ByText<Attempts<V>>);
 
 /// One job's attempts, sorted by attempt. Nearly every job has one at a
 /// time, kept in place: a job then costs no list of its own on the heap.
@@ -43,7 +32,7 @@ impl<V> Default for ByAttempt<V> {
 }
 
 impl<V> ByAttempt<V> {
-    pub(crate) fn get(&self, (job, attempt): AttemptKey<'_>) -> Option<&V> {
+    pub fn get(&self, (job, attempt): AttemptKey<'_>) -> Option<&V> {
         let attempts = self.0.get(job)?.as_slice();
         let i = find(attempts, attempt).ok()?;
         Some(&attempts[i].1)
@@ -51,7 +40,7 @@ impl<V> ByAttempt<V> {
 
     /// The value of `(job, attempt)` to change, with the job's id as
     /// stored.
-    pub(crate) fn get_mut_with_job(
+    pub fn get_mut_with_job(
         &mut self,
         (job, attempt): AttemptKey<'_>,
     ) -> Option<(&Arc<str>, &mut V)> {
@@ -61,7 +50,7 @@ impl<V> ByAttempt<V> {
         Some((job, &mut attempts[i].1))
     }
 
-    pub(crate) fn get_mut(&mut self, (job, attempt): AttemptKey<'_>) -> Option<&mut V> {
+    pub fn get_mut(&mut self, (job, attempt): AttemptKey<'_>) -> Option<&mut V> {
         let attempts = self.0.get_mut(job)?.as_mut_slice();
         let i = find(attempts, attempt).ok()?;
         Some(&mut attempts[i].1)
@@ -69,7 +58,7 @@ impl<V> ByAttempt<V> {
 
     /// The value of `(job, attempt)`, made by `make` if it has none, with
     /// the job's id as stored.
-    pub(crate) fn get_or_insert_with_job(
+    pub fn get_or_insert_with_job(
         &mut self,
         (job, attempt): AttemptKey<'_>,
         make: impl FnOnce() -> V,
@@ -85,12 +74,12 @@ impl<V> ByAttempt<V> {
         (job, &mut attempts.as_mut_slice()[i].1)
     }
 
-    pub(crate) fn insert(&mut self, key: AttemptKey<'_>, value: V) -> Option<V> {
+    pub fn insert(&mut self, key: AttemptKey<'_>, value: V) -> Option<V> {
         self.insert_shared(key, value).0
     }
 
     /// [`ByAttempt::insert`], giving the job's id as stored too.
-    pub(crate) fn insert_shared(
+    pub fn insert_shared(
         &mut self,
         (job, attempt): AttemptKey<'_>,
         value: V,
@@ -114,7 +103,7 @@ impl<V> ByAttempt<V> {
 
     /// Applies `change` to the value of `(job, attempt)`, then removes it
     /// if `empty` says it is: one lookup for both.
-    pub(crate) fn change<R>(
+    pub fn change<R>(
         &mut self,
         (job, attempt): AttemptKey<'_>,
         change: impl FnOnce(&mut V) -> R,
@@ -138,7 +127,7 @@ impl<V> ByAttempt<V> {
 
     /// Takes out the value of `(job, attempt)` and gives `with` it and the
     /// job's id as stored: one lookup, also where the job goes.
-    pub(crate) fn take_with<R>(
+    pub fn take_with<R>(
         &mut self,
         (job, attempt): AttemptKey<'_>,
         with: impl FnOnce(&Arc<str>, V) -> R,
@@ -156,7 +145,7 @@ impl<V> ByAttempt<V> {
     }
 
     /// Every entry, in no particular order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (AttemptKey<'_>, &V)> {
+    pub fn iter(&self) -> impl Iterator<Item = (AttemptKey<'_>, &V)> {
         self.0.iter().flat_map(|(job, attempts)| {
             attempts
                 .as_slice()
@@ -166,7 +155,7 @@ impl<V> ByAttempt<V> {
     }
 
     /// Every entry, to change its value, in no particular order.
-    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (AttemptKey<'_>, &mut V)> {
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (AttemptKey<'_>, &mut V)> {
         self.0.iter_mut().flat_map(|(job, attempts)| {
             attempts
                 .as_mut_slice()
@@ -176,14 +165,14 @@ impl<V> ByAttempt<V> {
     }
 
     /// Every value, in no particular order.
-    pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
+    pub fn values(&self) -> impl Iterator<Item = &V> {
         self.0
             .values()
             .flat_map(|attempts| attempts.as_slice().iter().map(|(_, v)| v))
     }
 
     /// Every entry in (job, attempt) order.
-    pub(crate) fn sorted(&self) -> Vec<(AttemptKey<'_>, &V)> {
+    pub fn sorted(&self) -> Vec<(AttemptKey<'_>, &V)> {
         let mut all: Vec<_> = self.iter().collect();
         all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         all

@@ -1,6 +1,6 @@
 //! Hash maps keyed by text that keep each key's hash beside it, for the
 //! live state, whose keys come and go (tables that only grow are
-//! [`super::text_ids`]). A growing table hashes every key again: with the
+//! [`crate::text_ids`]). A growing table hashes every key again: with the
 //! hash at hand that is a read of the entry, not of the key's text
 //! wherever it lies on the heap.
 
@@ -10,11 +10,11 @@ use std::sync::Arc;
 use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
 
-use gpuledger_schemas::by_name::same_text;
+use crate::by_name::same_text;
 
 /// Values by text key, in no order.
 #[derive(Debug, Clone)]
-pub(crate) struct ByText<V>(HashTable<Entry<V>>);
+pub struct ByText<V>(HashTable<Entry<V>>);
 
 #[derive(Debug, Clone)]
 struct Entry<V> {
@@ -45,20 +45,20 @@ impl<V> Entry<V> {
 }
 
 impl<V> ByText<V> {
-    pub(crate) fn get(&self, key: &str) -> Option<&V> {
+    pub fn get(&self, key: &str) -> Option<&V> {
         let hash = hash_of(key);
         self.0.find(hash, |e| e.is(hash, key)).map(|e| &e.value)
     }
 
     /// `key`'s value, with the key as stored.
-    pub(crate) fn get_key_value(&self, key: &str) -> Option<(&Arc<str>, &V)> {
+    pub fn get_key_value(&self, key: &str) -> Option<(&Arc<str>, &V)> {
         let hash = hash_of(key);
         self.0
             .find(hash, |e| e.is(hash, key))
             .map(|e| (&e.key, &e.value))
     }
 
-    pub(crate) fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
         let hash = hash_of(key);
         self.0
             .find_mut(hash, |e| e.is(hash, key))
@@ -67,12 +67,12 @@ impl<V> ByText<V> {
 
     /// `key`'s value, made by `make` if it has none (the key is copied
     /// only then).
-    pub(crate) fn get_or_insert_with(&mut self, key: &str, make: impl FnOnce() -> V) -> &mut V {
+    pub fn get_or_insert_with(&mut self, key: &str, make: impl FnOnce() -> V) -> &mut V {
         self.get_or_insert_with_key(key, make).1
     }
 
     /// [`ByText::get_or_insert_with`], with the key as stored.
-    pub(crate) fn get_or_insert_with_key(
+    pub fn get_or_insert_with_key(
         &mut self,
         key: &str,
         make: impl FnOnce() -> V,
@@ -90,7 +90,7 @@ impl<V> ByText<V> {
     }
 
     /// `key`'s value to change, with the key as stored.
-    pub(crate) fn get_key_value_mut(&mut self, key: &str) -> Option<(&Arc<str>, &mut V)> {
+    pub fn get_key_value_mut(&mut self, key: &str) -> Option<(&Arc<str>, &mut V)> {
         let hash = hash_of(key);
         self.0
             .find_mut(hash, |e| e.is(hash, key))
@@ -99,7 +99,7 @@ impl<V> ByText<V> {
 
     /// Applies `change` to `key`'s value (with the key as stored), then
     /// removes the entry if `empty` says it is: one lookup for both.
-    pub(crate) fn change<R>(
+    pub fn change<R>(
         &mut self,
         key: &str,
         change: impl FnOnce(&Arc<str>, &mut V) -> R,
@@ -115,34 +115,39 @@ impl<V> ByText<V> {
         Some(result)
     }
 
-    pub(crate) fn remove(&mut self, key: &str) -> Option<V> {
+    pub fn remove(&mut self, key: &str) -> Option<V> {
         let hash = hash_of(key);
         let found = self.0.find_entry(hash, |e| e.is(hash, key)).ok()?;
         Some(found.remove().0.value)
     }
 
     /// Keeps only the entries `keep` says yes to (it may change them).
-    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str, &mut V) -> bool) {
+    pub fn retain(&mut self, mut keep: impl FnMut(&str, &mut V) -> bool) {
         self.0.retain(|e| keep(&e.key, &mut e.value));
     }
 
     /// Every key and value, in no order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
         self.0.iter().map(|e| (&*e.key, &e.value))
     }
 
     /// Every entry, to change its value, in no particular order.
-    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut V)> {
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut V)> {
         self.0.iter_mut().map(|e| (&*e.key, &mut e.value))
     }
 
     /// Every value, in no order.
-    pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
+    pub fn values(&self) -> impl Iterator<Item = &V> {
         self.0.iter().map(|e| &e.value)
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.0.len()
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
